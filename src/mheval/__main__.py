@@ -1,0 +1,3 @@
+from mheval.cli import main
+
+main()

@@ -1,0 +1,284 @@
+"""The `mheval` command: argument parsing only; every command calls into the library."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mheval.errors import InputError
+
+app = typer.Typer(
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    help="Evaluate how safely and how well language models respond in mental-health crisis conversations.",
+)
+suites_app = typer.Typer(help="Built-in suites and suite formats.", no_args_is_help=True)
+protocols_app = typer.Typer(help="The evaluation protocols (rubrics as data).", no_args_is_help=True)
+app.add_typer(suites_app, name="suites")
+app.add_typer(protocols_app, name="protocols")
+
+out = Console()
+err = Console(stderr=True)
+
+CONTENT_NOTE = (
+    "Content warning: these conversations discuss suicide, self-harm and other crises. If you need "
+    "support now, see https://findahelpline.com (international) or call your local emergency number."
+)
+
+# -- shared options -------------------------------------------------------------------------------
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config; flags override it.")]
+SuiteOpt = Annotated[str | None, typer.Option("--suite", help="Built-in suite name or FORMAT:PATH.")]
+ModelOpt = Annotated[list[str] | None, typer.Option("--model", "-m", help="Target model spec (repeatable).")]
+SamplesOpt = Annotated[int | None, typer.Option("--samples", help="Responses per case and model.")]
+JudgeOpt = Annotated[list[str] | None, typer.Option("--judge", "-j", help="`offline` or a model spec (repeatable).")]
+ProtocolOpt = Annotated[list[str] | None, typer.Option("--protocol", "-p", help="Protocol id (repeatable).")]
+RepeatsOpt = Annotated[int | None, typer.Option("--repeats", help="Judgments per unit (self-consistency).")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Use only the first N cases.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<suite>-<hash>).")]
+ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
+def main() -> None:
+    """Console-script entry point: bad input is one clear line on stderr and exit code 2."""
+    try:
+        app()
+    except InputError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+def _config(config: Path | None, out_dir: Path | None, **flags: Any) -> Any:
+    """Base config (file, or the run folder's own config.yaml when resuming/extending), then flags."""
+    from mheval.config import build_config, load_config
+
+    overrides = {k: v for k, v in flags.items() if v is not None and v != []}
+    if out_dir is not None:
+        overrides["out"] = str(out_dir)
+    if config is not None:
+        return load_config(config, overrides)
+    if out_dir is not None and (out_dir / "config.yaml").is_file():
+        return load_config(out_dir / "config.yaml", overrides)
+    return build_config(overrides)
+
+
+def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | None = None) -> None:
+    import asyncio
+
+    from mheval.engine.runner import execute, plan_run
+    from mheval.suites.responses import read_responses
+
+    extra = read_responses(responses) if responses is not None else None
+    plan = plan_run(cfg, stages, extra)  # validates everything before anything is written
+    show = not quiet and err.is_terminal
+    if show:
+        from mheval.progress import RichProgress
+
+        with RichProgress(err) as progress:
+            result = asyncio.run(execute(plan, progress))
+    else:
+        result = asyncio.run(execute(plan))
+    counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
+    err.print(
+        f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
+        f"{result.cache_hits} answered from cache",
+        highlight=False,
+    )
+    _print_summary(result.run_dir)
+    out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
+
+
+def _print_summary(run_dir: Path) -> None:
+    from mheval.engine.store import Store
+    from mheval.report.tables import summary_frame
+
+    with Store.open_existing(run_dir) as store:
+        frame = summary_frame(store)
+    table = Table(title=f"mheval summary: {run_dir}", show_lines=False)
+    for col in frame.columns:
+        table.add_column(col, overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(str(v) for v in row))
+    out.print(table)
+
+
+# -- pipeline commands ----------------------------------------------------------------------------
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    suite: SuiteOpt = None,
+    model: ModelOpt = None,
+    samples: SamplesOpt = None,
+    judge: JudgeOpt = None,
+    protocol: ProtocolOpt = None,
+    repeats: RepeatsOpt = None,
+    limit: LimitOpt = None,
+    out_dir: OutOpt = None,
+    concurrency: ConcOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """The whole pipeline: triage, generate, judge. Run it again to resume."""
+    cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
+                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency)
+    _execute(cfg, ("triage", "generate", "judge"), quiet)
+
+
+@app.command()
+def triage(
+    config: ConfigOpt = None,
+    suite: SuiteOpt = None,
+    judge: JudgeOpt = None,
+    repeats: RepeatsOpt = None,
+    limit: LimitOpt = None,
+    out_dir: OutOpt = None,
+    concurrency: ConcOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Crisis triage of each case's user input only."""
+    cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=["crisis-triage"],
+                  repeats=repeats, limit=limit, concurrency=concurrency)
+    _execute(cfg, ("triage",), quiet)
+
+
+@app.command()
+def generate(
+    config: ConfigOpt = None,
+    suite: SuiteOpt = None,
+    model: ModelOpt = None,
+    samples: SamplesOpt = None,
+    limit: LimitOpt = None,
+    out_dir: OutOpt = None,
+    concurrency: ConcOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Generate responses of the target models only."""
+    cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, limit=limit,
+                  concurrency=concurrency)
+    _execute(cfg, ("generate",), quiet)
+
+
+@app.command()
+def judge(
+    config: ConfigOpt = None,
+    suite: SuiteOpt = None,
+    judge: JudgeOpt = None,
+    protocol: ProtocolOpt = None,
+    repeats: RepeatsOpt = None,
+    limit: LimitOpt = None,
+    out_dir: OutOpt = None,
+    responses: Annotated[Path | None, typer.Option(help="JSONL of responses made elsewhere "
+                                                      "(case_id, model, sample, text).")] = None,
+    concurrency: ConcOpt = None,
+    quiet: QuietOpt = False,
+) -> None:
+    """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
+    cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
+                  limit=limit, concurrency=concurrency)
+    _execute(cfg, ("triage", "judge"), quiet, responses)
+
+
+@app.command()
+def summary(run_dir: Annotated[Path, typer.Argument(help="A run folder.")]) -> None:
+    """A protocol x model x judge table of a finished (or partial) run."""
+    _print_summary(run_dir)
+
+
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, csv or parquet.")] = "jsonl",
+    table: Annotated[str, typer.Option("--table", "-t", help="cases, responses or judgments.")] = "judgments",
+    output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
+) -> None:
+    """Export a run's table (judgments by default) as JSONL, CSV or Parquet."""
+    from mheval.engine.export import export_table
+    from mheval.engine.store import Store
+
+    with Store.open_existing(run_dir) as store:
+        export_table(store, table, format, output)
+
+
+# -- catalogues -----------------------------------------------------------------------------------
+@suites_app.command("list")
+def suites_list() -> None:
+    """Built-in suites and the FORMAT: prefixes for your own files."""
+    from mheval.suites import list_suites
+
+    table = Table("name", "description")
+    for name, description in list_suites():
+        table.add_row(name, description)
+    out.print(table)
+
+
+@suites_app.command("show")
+def suites_show(
+    name: str,
+    limit: Annotated[int, typer.Option(help="Cases to print.")] = 5,
+) -> None:
+    """Counts of a suite by language, label and locale, and its first cases."""
+    from collections import Counter
+
+    from mheval.suites import load_suite
+
+    suite = load_suite(name)
+    cases = suite.cases
+    out.print(f"[bold]{suite.name}[/]: {suite.description}", highlight=False)
+    out.print(f"{len(cases)} cases, {len(suite.responses)} responses", highlight=False)
+    for title, counter in (
+        ("language", Counter(c.language for c in cases)),
+        ("crisis_label", Counter(c.crisis_label or "-" for c in cases)),
+        ("locale", Counter(c.locale or "-" for c in cases)),
+        ("turns", Counter("multi-turn" if len(c.turns) > 1 else "single" for c in cases)),
+    ):
+        out.print(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False)
+    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    for case in cases[:limit]:
+        out.print(f"\n[bold]{case.id}[/] ({case.language}, {case.locale}, {case.crisis_label})", highlight=False)
+        for turn in case.turns:
+            out.print(f"  {turn.role}: {turn.content}", highlight=False, soft_wrap=True)
+
+
+@protocols_app.command("list")
+def protocols_list() -> None:
+    """The protocols, what they judge and their paper."""
+    from mheval.protocols import list_protocols
+
+    table = Table("id", "judges", "kind", "output", "paper")
+    for p in list_protocols():
+        output = ", ".join(p.labels or p.dimensions)
+        table.add_row(p.id, p.target, p.kind, output, p.paper)
+    out.print(table)
+
+
+@protocols_app.command("show")
+def protocols_show(
+    protocol_id: str,
+    language: Annotated[str, typer.Option(help="en or zh")] = "en",
+) -> None:
+    """A protocol's rubric and an example of its rendered judge prompt."""
+    from mheval.protocols import list_protocols, load_protocol, render_messages
+    from mheval.records import Case, Turn
+
+    known = [p.id for p in list_protocols()]
+    if protocol_id not in known and not Path(protocol_id).is_file():
+        raise InputError(f"unknown protocol {protocol_id!r}", choices=known)
+    spec = load_protocol(protocol_id)
+    out.print(f"[bold]{spec.id}[/]: {spec.title}\n{spec.paper}", highlight=False)
+    out.print(f"judges the {spec.target}; kind {spec.kind}; " + ", ".join(spec.labels or spec.dimensions))
+    example = "I haven't slept in days and everything feels pointless." if language == "en" else "我好几天没睡着了，觉得一切都没有意义。"
+    case = Case(id="example", language=language if language in ("en", "zh") else "en",
+                turns=[Turn(role="user", content=example)], crisis_label="anxiety_crisis")
+    response = None if spec.target == "case" else "(the model's reply appears here)"
+    for message in render_messages(spec, case, response, crisis_label="anxiety_crisis"):
+        out.rule(message["role"])
+        out.print(message["content"], highlight=False, markup=False, soft_wrap=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""RunConfig: everything that defines a run, loadable from YAML and resolvable from CLI flags."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mheval.errors import InputError
+
+DEFAULT_SUITE = "crisis-core"
+DEFAULT_MODEL = "local/smollm2"
+DEFAULT_JUDGE = "offline"
+DEFAULT_PROTOCOLS = ("crisis-triage", "psycrisis")
+
+STAGES = ("triage", "generate", "judge")
+
+
+class RunConfig(BaseModel):
+    """A run: suite x targets (models x samples) x protocols x judges x repeats."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: str = DEFAULT_SUITE
+    models: list[str] = Field(default_factory=lambda: [DEFAULT_MODEL])
+    samples: int = Field(1, ge=1, le=100)
+    judges: list[str] = Field(default_factory=lambda: [DEFAULT_JUDGE])
+    protocols: list[str] = Field(default_factory=lambda: list(DEFAULT_PROTOCOLS))
+    repeats: int = Field(1, ge=1, le=50)
+    limit: int | None = Field(None, ge=1)
+    out: str | None = None
+    # Generation parameters for the models under test.
+    temperature: float = Field(0.7, ge=0.0, le=2.0)
+    max_tokens: int = Field(384, ge=1)
+    system_prompt: str | None = None
+    # Judge parameters.
+    judge_temperature: float = Field(0.0, ge=0.0, le=2.0)
+    judge_max_tokens: int = Field(1024, ge=1)
+    parse_retries: int = Field(2, ge=0, le=10)
+    few_shot: bool = False
+    # Engine.
+    concurrency: int = Field(32, ge=1, le=4096)
+    timeout_s: float = Field(120.0, gt=0)
+    seed: int = 0
+
+    @field_validator("models", "judges", "protocols")
+    @classmethod
+    def _non_empty_unique(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("needs at least one entry")
+        seen: list[str] = []
+        for item in value:
+            if item not in seen:
+                seen.append(item)
+        return seen
+
+    def identity_hash(self) -> str:
+        """A short hash of what decides the run's units, so the same command finds the same folder."""
+        keys = ("suite", "models", "samples", "judges", "protocols", "repeats", "limit")
+        payload = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:8]
+
+    def run_dir(self) -> Path:
+        if self.out:
+            return Path(self.out)
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(self.suite.split(":")[-1]).stem).strip("-") or "run"
+        return Path("runs") / f"{slug}-{self.identity_hash()}"
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(), sort_keys=False, allow_unicode=True)
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """Read a YAML run config; `overrides` (from CLI flags that were given) win over the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("config file not found", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 (byte {exc.start})", path=path) from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path, line=line) from None
+    if not isinstance(data, dict):
+        raise InputError("a run config must be a mapping of keys to values", path=path)
+    data.update(overrides or {})
+    return build_config(data, source=path)
+
+
+def build_config(data: dict[str, Any], source: str | Path | None = None) -> RunConfig:
+    try:
+        return RunConfig(**data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or None
+        choices = list(RunConfig.model_fields) if err["type"] == "extra_forbidden" else None
+        raise InputError(err["msg"], path=source, field=field, choices=choices) from None

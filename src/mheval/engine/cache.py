@@ -1,0 +1,72 @@
+"""The one cache of model calls. The key holds only what changes the output: endpoint, model,
+messages and sampling parameters (a repeat or a sample differs by its seed), never the API key."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from mheval.engine.store import Store
+from mheval.models.base import ChatModel, Completion, Message
+from mheval.records import Usage
+
+
+def cache_key(endpoint: str, model: str, messages: list[Message], params: dict[str, Any]) -> str:
+    payload = json.dumps(
+        {"endpoint": endpoint, "model": model, "messages": messages, "params": params},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class CachedModel:
+    """A ChatModel that answers from the run store when the same call was made before."""
+
+    def __init__(self, model: ChatModel, store: Store) -> None:
+        self.inner = model
+        self.store = store
+        self.name = model.name
+        self.endpoint = model.endpoint
+        self.hits = 0
+        self.misses = 0
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = None,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
+        key = cache_key(self.endpoint, self.name, messages, params)
+        hit = self.store.cache_get(key)
+        if hit is not None:
+            self.hits += 1
+            return Completion(
+                text=hit["text"],
+                usage=Usage(**hit["usage"]),
+                latency_s=0.0,
+                structured=hit["structured"],
+                finish_reason=hit.get("finish_reason"),
+            )
+        self.misses += 1
+        completion = await self.inner.complete(
+            messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
+        )
+        self.store.cache_put(
+            key,
+            {
+                "text": completion.text,
+                "usage": completion.usage.model_dump(),
+                "structured": completion.structured,
+                "finish_reason": completion.finish_reason,
+            },
+        )
+        return completion
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

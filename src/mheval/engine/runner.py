@@ -1,0 +1,290 @@
+"""The stages of a run: triage -> generate -> judge, each reading from and writing to the run store.
+
+Every unit (one triage verdict, one response, one judgment) is committed as soon as it finishes,
+and each stage first asks the store which of its units are already done, so the same command run
+again makes no model call for finished work and a killed run resumes where it stopped.
+
+`plan_run` checks everything the user gave (suite, protocols, models, judges) before anything is
+written, so bad input never leaves a half-made run folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from mheval.config import STAGES, RunConfig
+from mheval.engine.cache import CachedModel
+from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
+from mheval.errors import InputError
+from mheval.judges import OFFLINE, build_judge, judge_model_specs
+from mheval.judges.base import Judge
+from mheval.models import open_models, parse_model_spec
+from mheval.models.base import ChatModel, ModelError
+from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
+from mheval.records import Case, Judgment, Response, Usage
+from mheval.suites import Suite, load_suite
+
+T = TypeVar("T")
+
+
+class ProgressSink(Protocol):
+    """Where the engine reports progress; the CLI passes a rich progress bar, tests pass nothing."""
+
+    def start(self, stage: str, total: int) -> None: ...
+
+    def advance(self, stage: str, usage: Usage | None = None) -> None: ...
+
+
+class _Silent:
+    def start(self, stage: str, total: int) -> None:
+        pass
+
+    def advance(self, stage: str, usage: Usage | None = None) -> None:
+        pass
+
+
+@dataclass
+class RunPlan:
+    config: RunConfig
+    suite: Suite
+    protocols: list[ProtocolSpec]
+    stages: tuple[str, ...]
+
+    @property
+    def case_protocols(self) -> list[ProtocolSpec]:
+        return [p for p in self.protocols if p.target == "case"]
+
+    @property
+    def response_protocols(self) -> list[ProtocolSpec]:
+        return [p for p in self.protocols if p.target == "response"]
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    counts: dict[str, int] = field(default_factory=dict)
+    model_calls: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+
+
+def plan_run(
+    config: RunConfig, stages: Iterable[str] = STAGES, extra_responses: list[Response] | None = None
+) -> RunPlan:
+    """Resolve and validate everything; raises InputError before any file is written.
+
+    `extra_responses` are replies made elsewhere (`mheval judge --responses`); they join the suite's own.
+    """
+    stages = tuple(stages)
+    for stage in stages:
+        if stage not in STAGES:
+            raise InputError(f"unknown stage {stage!r}", choices=STAGES)
+    known = [p.id for p in list_protocols()]
+    protocols = []
+    for pid in config.protocols:
+        if pid not in known and not Path(pid).is_file():
+            raise InputError(f"unknown protocol {pid!r}", field="protocol", choices=known)
+        protocols.append(load_protocol(pid))
+    for spec in [*config.models, *judge_model_specs(config.judges)]:
+        parse_model_spec(spec)  # raises InputError for an unknown provider
+    suite = load_suite(config.suite, limit=config.limit)
+    if extra_responses:
+        ids = {c.id for c in suite.cases}
+        unknown = sorted({r.case_id for r in extra_responses} - ids)
+        if unknown:
+            raise InputError(
+                f"{len(unknown)} response(s) name cases that are not in suite {config.suite!r}, "
+                f"e.g. {unknown[0]!r}",
+                field="case_id",
+            )
+        suite.responses = [*suite.responses, *extra_responses]
+    plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages)
+    for name in config.judges:
+        if name == OFFLINE:
+            from mheval.judges.offline import OfflineJudge
+
+            offline = OfflineJudge()
+            unsupported = [p.id for p in protocols if not offline.supports(p)]
+            if unsupported:
+                supported = [p.id for p in list_protocols() if offline.supports(p)]
+                raise InputError(
+                    f"the offline judge cannot judge {', '.join(unsupported)}; use an LLM judge "
+                    "(--judge PROVIDER/MODEL) for those",
+                    field="judge",
+                    choices=supported,
+                )
+    return plan
+
+
+def run(config: RunConfig, stages: Iterable[str] = STAGES, progress: ProgressSink | None = None) -> RunResult:
+    plan = plan_run(config, stages)
+    return asyncio.run(execute(plan, progress))
+
+
+async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunResult:
+    config = plan.config
+    progress = progress or _Silent()
+    run_dir = config.run_dir()
+    started = time.perf_counter()
+    store = Store.open(run_dir)
+    try:
+        _write_config(run_dir, config)
+        store.set_meta("config", config.model_dump())
+        store.put_cases(plan.suite.cases)
+        if plan.suite.responses:
+            have = store.finished_responses()
+            store.put_responses(r for r in plan.suite.responses if (r.case_id, r.model, r.sample) not in have)
+
+        wanted = list(dict.fromkeys([*config.models, *judge_model_specs(config.judges)]))
+        if "generate" not in plan.stages:
+            wanted = judge_model_specs(config.judges)
+        needs_calls = "generate" in plan.stages or any(j != OFFLINE for j in config.judges)
+        async with open_models(wanted if needs_calls else [], concurrency=config.concurrency,
+                               timeout_s=config.timeout_s) as raw_models:
+            models = {name: CachedModel(m, store) for name, m in raw_models.items()}
+            judges = [build_judge(j, models, config) for j in config.judges]
+            cases = plan.suite.cases
+            if "triage" in plan.stages and plan.case_protocols:
+                await _triage(plan, store, judges, cases, progress)
+            if "generate" in plan.stages:
+                await _generate(plan, store, models, cases, progress)
+            if "judge" in plan.stages and plan.response_protocols:
+                await _judge(plan, store, judges, cases, progress)
+            calls = sum(m.misses for m in models.values())
+            hits = sum(m.hits for m in models.values())
+        return RunResult(
+            run_dir=run_dir,
+            counts={t: store.count(t) for t in ("cases", "responses", "judgments")},
+            model_calls=calls,
+            cache_hits=hits,
+            seconds=time.perf_counter() - started,
+        )
+    finally:
+        store.close()
+
+
+# -- stages ------------------------------------------------------------------------------------
+
+
+async def _triage(
+    plan: RunPlan, store: Store, judges: list[Judge], cases: list[Case], progress: ProgressSink
+) -> None:
+    done = store.finished_judgments()
+    units = [
+        (protocol, case, judge, r)
+        for protocol in plan.case_protocols
+        for case in cases
+        for judge in judges
+        for r in range(plan.config.repeats)
+        if (case.id, NO_MODEL, NO_SAMPLE, protocol.id, judge.name, r) not in done
+    ]
+    progress.start("triage", len(units))
+
+    async def one(unit: tuple[ProtocolSpec, Case, Judge, int]) -> None:
+        protocol, case, judge, r = unit
+        judgment = await judge.judge(protocol, case, None, repeat=r)
+        store.put_judgment(judgment)
+        progress.advance("triage", judgment.usage)
+
+    await _pool(units, one, plan.config.concurrency)
+
+
+async def _generate(
+    plan: RunPlan, store: Store, models: dict[str, CachedModel], cases: list[Case], progress: ProgressSink
+) -> None:
+    config = plan.config
+    done = store.finished_responses()
+    units = [
+        (models[name], case, s)
+        for name in config.models
+        for case in cases
+        for s in range(config.samples)
+        if (case.id, models[name].name, s) not in done
+    ]
+    progress.start("generate", len(units))
+
+    async def one(unit: tuple[ChatModel, Case, int]) -> None:
+        model, case, sample = unit
+        messages = [{"role": t.role, "content": t.content} for t in case.turns]
+        if config.system_prompt:
+            messages.insert(0, {"role": "system", "content": config.system_prompt})
+        try:
+            c = await model.complete(
+                messages, temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed + sample
+            )
+            response = Response(
+                case_id=case.id, model=model.name, sample=sample, text=c.text, usage=c.usage, latency_s=c.latency_s
+            )
+        except ModelError as exc:
+            response = Response(case_id=case.id, model=model.name, sample=sample, error=str(exc))
+        store.put_response(response)
+        progress.advance("generate", response.usage)
+
+    await _pool(units, one, config.concurrency)
+
+
+async def _judge(
+    plan: RunPlan, store: Store, judges: list[Judge], cases: list[Case], progress: ProgressSink
+) -> None:
+    by_id = {c.id: c for c in cases}
+    labels = _crisis_labels(store, judges, by_id)
+    responses = [r for r in store.responses() if r.case_id in by_id]
+    done = store.finished_judgments()
+
+    def key(r: Response, p: ProtocolSpec, j: Judge, rep: int) -> JudgmentKey:
+        return (r.case_id, r.model, r.sample, p.id, j.name, rep)
+
+    units = [
+        (protocol, response, judge, rep)
+        for protocol in plan.response_protocols
+        for response in responses
+        for judge in judges
+        for rep in range(plan.config.repeats)
+        if key(response, protocol, judge, rep) not in done
+    ]
+    progress.start("judge", len(units))
+
+    async def one(unit: tuple[ProtocolSpec, Response, Judge, int]) -> None:
+        protocol, response, judge, rep = unit
+        case = by_id[response.case_id]
+        judgment = await judge.judge(protocol, case, response, repeat=rep, crisis_label=labels.get(case.id))
+        store.put_judgment(judgment)
+        progress.advance("judge", judgment.usage)
+
+    await _pool(units, one, plan.config.concurrency)
+
+
+def _crisis_labels(store: Store, judges: list[Judge], cases: dict[str, Case]) -> dict[str, str]:
+    """The label that picks a case's appropriateness rubric row: the first judge's triage verdict
+    (repeat 0) when triage ran, else the case's gold label."""
+    labels = {cid: c.crisis_label for cid, c in cases.items() if c.crisis_label}
+    first = judges[0].name if judges else None
+    for j in store.iter_judgments("crisis-triage"):
+        if j.status == "ok" and j.label and j.judge == first and j.repeat == 0 and j.case_id in cases:
+            labels[j.case_id] = j.label
+    return labels
+
+
+async def _pool(units: list[T], worker: Callable[[T], Awaitable[None]], concurrency: int) -> None:
+    """Run `worker` over `units` with at most `concurrency` in flight, without one task per unit."""
+    iterator: Iterator[T] = iter(units)
+
+    async def drain() -> None:
+        for unit in iterator:
+            await worker(unit)
+
+    await asyncio.gather(*(drain() for _ in range(max(1, min(concurrency, len(units))))))
+
+
+def _write_config(run_dir: Path, config: RunConfig) -> None:
+    """Write the resolved config atomically, so a kill never leaves half a file."""
+    path = run_dir / "config.yaml"
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(config.to_yaml(), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,199 @@
+"""The run store: one SQLite database (WAL) per run folder, one transaction per finished unit.
+
+Each record is kept as its JSON form plus the columns that make up its unit key, so a resumed run
+can ask "which units are finished?" with one indexed query, and a kill between two units loses
+nothing that was committed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from mheval.records import Case, Judgment, Response
+
+# Case-level judgments (triage) have no model or sample; SQLite treats NULLs in a primary key as
+# distinct, so they are stored under these sentinels to keep "one row per unit" enforceable.
+NO_MODEL = ""
+NO_SAMPLE = -1
+
+# Unscored results with these reasons are retried when a run resumes: the failure was the
+# provider's, not the judge's, so another attempt may succeed.
+RETRYABLE_REASONS = ("provider_error", "no_response")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cases (
+    id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS responses (
+    case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    ok INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (case_id, model, sample));
+CREATE TABLE IF NOT EXISTS judgments (
+    case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    protocol TEXT NOT NULL, judge TEXT NOT NULL, repeat INTEGER NOT NULL,
+    status TEXT NOT NULL, reason TEXT, data TEXT NOT NULL,
+    PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
+CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+"""
+
+ResponseKey = tuple[str, str, int]
+JudgmentKey = tuple[str, str, int, str, str, int]
+
+
+def judgment_key(j: Judgment) -> JudgmentKey:
+    model = j.model if j.model is not None else NO_MODEL
+    sample = j.sample if j.sample is not None else NO_SAMPLE
+    return (j.case_id, model, sample, j.protocol, j.judge, j.repeat)
+
+
+class Store:
+    """A run's SQLite database. Not thread-safe: the engine writes from its event loop thread only."""
+
+    FILENAME = "run.db"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=10000")
+        self._db.executescript(_SCHEMA)
+
+    @classmethod
+    def open(cls, run_dir: str | Path) -> Store:
+        run_dir = Path(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return cls(run_dir / cls.FILENAME)
+
+    @classmethod
+    def open_existing(cls, run_dir: str | Path) -> Store:
+        path = Path(run_dir) / cls.FILENAME
+        if not path.is_file():
+            from mheval.errors import InputError
+
+            raise InputError(f"not a run folder (no {cls.FILENAME})", path=run_dir)
+        return cls(path)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- meta -------------------------------------------------------------------------------
+    def set_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, json.dumps(value)),
+        )
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    # -- cases ------------------------------------------------------------------------------
+    def put_cases(self, cases: Iterable[Case]) -> None:
+        rows = [(c.id, i, c.model_dump_json()) for i, c in enumerate(cases)]
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO cases(id, ord, data) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET ord=excluded.ord, data=excluded.data",
+                rows,
+            )
+
+    def cases(self) -> list[Case]:
+        cur = self._db.execute("SELECT data FROM cases ORDER BY ord")
+        return [Case.model_validate_json(r[0]) for r in cur]
+
+    # -- responses --------------------------------------------------------------------------
+    def put_response(self, response: Response) -> None:
+        self.put_responses([response])
+
+    def put_responses(self, responses: Iterable[Response]) -> None:
+        rows = [
+            (r.case_id, r.model, r.sample, int(r.text is not None), r.model_dump_json()) for r in responses
+        ]
+        with self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses(case_id, model, sample, ok, data) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def responses(self, model: str | None = None) -> list[Response]:
+        if model is None:
+            cur = self._db.execute("SELECT data FROM responses ORDER BY rowid")
+        else:
+            cur = self._db.execute("SELECT data FROM responses WHERE model=? ORDER BY rowid", (model,))
+        return [Response.model_validate_json(r[0]) for r in cur]
+
+    def finished_responses(self) -> set[ResponseKey]:
+        """Responses that need no new call: those with text (failed calls are retried on resume)."""
+        cur = self._db.execute("SELECT case_id, model, sample FROM responses WHERE ok=1")
+        return {(r[0], r[1], r[2]) for r in cur}
+
+    # -- judgments --------------------------------------------------------------------------
+    def put_judgment(self, judgment: Judgment) -> None:
+        key = judgment_key(judgment)
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO judgments(case_id, model, sample, protocol, judge, repeat, "
+                "status, reason, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*key, judgment.status, judgment.reason, judgment.model_dump_json()),
+            )
+
+    def judgments(self, protocol: str | None = None) -> list[Judgment]:
+        return list(self.iter_judgments(protocol))
+
+    def iter_judgments(self, protocol: str | None = None) -> Iterator[Judgment]:
+        sql = "SELECT data FROM judgments"
+        args: tuple[str, ...] = ()
+        if protocol is not None:
+            sql += " WHERE protocol=?"
+            args = (protocol,)
+        for row in self._db.execute(sql + " ORDER BY rowid", args):
+            yield Judgment.model_validate_json(row[0])
+
+    def finished_judgments(self) -> set[JudgmentKey]:
+        """Units with a final judgment: ok, or unscored for a reason another call would not change."""
+        retryable = " AND ".join("reason NOT LIKE ?" for _ in RETRYABLE_REASONS)
+        cur = self._db.execute(
+            "SELECT case_id, model, sample, protocol, judge, repeat FROM judgments "
+            f"WHERE status='ok' OR ({retryable})",
+            tuple(f"{r}%" for r in RETRYABLE_REASONS),
+        )
+        return {(r[0], r[1], r[2], r[3], r[4], r[5]) for r in cur}
+
+    def count(self, table: str) -> int:
+        if table not in ("cases", "responses", "judgments", "cache"):
+            raise ValueError(f"unknown table {table}")
+        return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    # -- cache of model calls ---------------------------------------------------------------
+    def cache_get(self, key: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT data FROM cache WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def cache_put(self, key: str, value: dict[str, Any]) -> None:
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO cache(key, data) VALUES (?, ?)", (key, json.dumps(value)))
+
+    # -- internals --------------------------------------------------------------------------
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> None:
+            self.db.execute("BEGIN IMMEDIATE")
+
+        def __exit__(self, exc_type: object, *rest: object) -> None:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+    def _transaction(self) -> Store._Tx:
+        return Store._Tx(self._db)
