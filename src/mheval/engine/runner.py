@@ -27,7 +27,7 @@ from mheval.judges.base import Judge
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
-from mheval.records import Case, Judgment, Response, Usage
+from mheval.records import Case, Response, Usage
 from mheval.suites import Suite, load_suite
 
 T = TypeVar("T")
@@ -91,8 +91,12 @@ def plan_run(
         if pid not in known and not Path(pid).is_file():
             raise InputError(f"unknown protocol {pid!r}", field="protocol", choices=known)
         protocols.append(load_protocol(pid))
-    for spec in [*config.models, *judge_model_specs(config.judges)]:
-        parse_model_spec(spec)  # raises InputError for an unknown provider
+    needed = [*(config.models if "generate" in stages else []), *judge_model_specs(config.judges)]
+    for text in needed:
+        spec = parse_model_spec(text)  # raises InputError for an unknown provider
+        missing = spec.missing_key()
+        if missing:
+            raise InputError(f"model {spec.name} needs an API key: set the environment variable {missing}")
     suite = load_suite(config.suite, limit=config.limit)
     if extra_responses:
         ids = {c.id for c in suite.cases}
@@ -141,13 +145,10 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             have = store.finished_responses()
             store.put_responses(r for r in plan.suite.responses if (r.case_id, r.model, r.sample) not in have)
 
-        wanted = list(dict.fromkeys([*config.models, *judge_model_specs(config.judges)]))
-        if "generate" not in plan.stages:
-            wanted = judge_model_specs(config.judges)
-        needs_calls = "generate" in plan.stages or any(j != OFFLINE for j in config.judges)
-        async with open_models(wanted if needs_calls else [], concurrency=config.concurrency,
-                               timeout_s=config.timeout_s) as raw_models:
-            models = {name: CachedModel(m, store) for name, m in raw_models.items()}
+        targets = config.models if "generate" in plan.stages else []
+        wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
+        async with open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s) as raw_models:
+            models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
             judges = [build_judge(j, models, config) for j in config.judges]
             cases = plan.suite.cases
             if "triage" in plan.stages and plan.case_protocols:

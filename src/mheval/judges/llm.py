@@ -80,8 +80,11 @@ class LLMJudge:
             verdict = parse_verdict(protocol, text)
             if verdict.ok:
                 scores = dict(verdict.scores)
-                scores.update({k: v for k, v in verdict.extras.items() if isinstance(v, int | float)})
+                # Aggregates (css, ars) are numbers in extras; flags are strings and stay flags.
+                numbers = {k: v for k, v in verdict.extras.items() if type(v) in (int, float)}
+                scores.update({k: float(v) for k, v in numbers.items()})
                 return Judgment(
+                    flags=list(verdict.extras.get("flags", [])),
                     label=verdict.label,
                     scores=scores,
                     total=verdict.total,

@@ -1,0 +1,132 @@
+"""Model spec strings: `PROVIDER/MODEL`, `PROVIDER/MODEL@BASE_URL`, and `local/smollm2`.
+
+A spec says where a model lives and which environment variable holds its key. It never holds
+the key itself, so it can be printed, logged, stored in a run folder and used in cache keys.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from mheval.errors import InputError
+
+
+class Provider(NamedTuple):
+    base_url: str | None
+    api_key_env: str | None
+    key_required: bool
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider("https://api.openai.com/v1", "OPENAI_API_KEY", True),
+    "openrouter": Provider("https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", True),
+    "together": Provider("https://api.together.xyz/v1", "TOGETHER_API_KEY", True),
+    "groq": Provider("https://api.groq.com/openai/v1", "GROQ_API_KEY", True),
+    "deepseek": Provider("https://api.deepseek.com/v1", "DEEPSEEK_API_KEY", True),
+    "ollama": Provider("http://127.0.0.1:11434/v1", None, False),
+    "vllm": Provider("http://127.0.0.1:8000/v1", "VLLM_API_KEY", False),
+    "llamacpp": Provider("http://127.0.0.1:8080/v1", None, False),
+    "lmstudio": Provider("http://127.0.0.1:1234/v1", None, False),
+    "sglang": Provider("http://127.0.0.1:30000/v1", None, False),
+    # The embedded llama.cpp server (models/local.py); its URL is only known once it runs.
+    "local": Provider(None, None, False),
+}
+
+LOCAL_MODELS: tuple[str, ...] = ("smollm2",)
+
+_UNSET = object()
+# "@" only separates a base URL when a URL follows: model ids such as "claude-3@20240229" keep theirs.
+_AT_URL = re.compile(r"^(?P<head>.+?)@(?P<url>[A-Za-z][A-Za-z0-9+.-]*://\S*)$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ModelSpec(BaseModel):
+    """Where a chat model lives. `name` is the canonical string used in the store and cache keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str
+    model: str
+    base_url: str | None
+    api_key_env: str | None = None
+    key_required: bool = False
+
+    @property
+    def name(self) -> str:
+        head = f"{self.provider}/{self.model}"
+        if self.provider == "local":
+            return head  # the port changes per run; the model does not
+        default = PROVIDERS.get(self.provider)
+        if default is None or default.base_url != self.base_url:
+            return f"{head}@{self.base_url}"
+        return head
+
+    @property
+    def is_local(self) -> bool:
+        return self.provider == "local"
+
+    def api_key(self) -> str | None:
+        """The key, read from the environment now (never cached on the spec)."""
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+    def missing_key(self) -> str | None:
+        """The variable to set when a required key is absent, else None (for an early, clear CLI error)."""
+        if self.key_required and self.api_key() is None:
+            return self.api_key_env
+        return None
+
+    def with_base_url(self, base_url: str) -> ModelSpec:
+        return self.model_copy(update={"base_url": _clean_url(base_url, self.name)})
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _clean_url(url: str, text: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", url):
+        raise InputError(f"model spec {text!r}: the base URL must start with http:// or https://")
+    return url.rstrip("/")
+
+
+def parse_model_spec(text: str, *, api_key_env: str | object | None = _UNSET) -> ModelSpec:
+    """Parse `PROVIDER/MODEL[@BASE_URL]`. `api_key_env` overrides the provider's key variable
+    (pass None to send no key at all)."""
+    raw = text.strip()
+    url: str | None = None
+    match = _AT_URL.match(raw)
+    if match:
+        raw, url = match["head"], match["url"]
+    provider, sep, model = raw.partition("/")
+    provider = provider.strip().lower()
+    model = model.strip()
+    known = sorted(PROVIDERS)
+    if not sep or not provider or not model:
+        raise InputError(f"model spec {text!r} is not PROVIDER/MODEL or PROVIDER/MODEL@BASE_URL", choices=known)
+    defaults = PROVIDERS.get(provider)
+    if provider == "local":
+        if url is not None:
+            raise InputError(f"model spec {text!r}: local models run embedded and take no @BASE_URL")
+        if model.lower() not in LOCAL_MODELS:
+            raise InputError(f"unknown local model {model!r}", choices=LOCAL_MODELS)
+        model = model.lower()
+    elif defaults is None and url is None:
+        raise InputError(
+            f"unknown model provider {provider!r} in {text!r}; "
+            "use a known provider or give the server as PROVIDER/MODEL@BASE_URL",
+            choices=known,
+        )
+    base_url = _clean_url(url, text) if url is not None else (defaults.base_url if defaults else None)
+    key_env = defaults.api_key_env if defaults else None
+    key_required = defaults.key_required if defaults else False
+    if api_key_env is not _UNSET:
+        if api_key_env is not None and not (isinstance(api_key_env, str) and _ENV_NAME.match(api_key_env)):
+            raise InputError(f"api_key_env {api_key_env!r} is not an environment variable name")
+        key_env = api_key_env  # type: ignore[assignment]
+        key_required = key_required and api_key_env is not None
+    return ModelSpec(provider=provider, model=model, base_url=base_url, api_key_env=key_env, key_required=key_required)

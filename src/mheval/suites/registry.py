@@ -1,0 +1,114 @@
+"""Suite names -> readers: built-in suites by name, files as `FORMAT:PATH` (or a bare .jsonl/.csv/.parquet)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from mheval.errors import InputError
+from mheval.records import Case, Response
+from mheval.suites import papers, readers
+
+
+@dataclass
+class Suite:
+    """Cases to evaluate, plus any replies already given (papers' reference answers, a `response` column)."""
+
+    name: str
+    description: str
+    cases: list[Case]
+    responses: list[Response] = field(default_factory=list)
+
+
+BUILTINS: dict[str, tuple[str, str]] = {
+    "crisis-core": (
+        "crisis_core.jsonl",
+        "mheval's own bilingual crisis triage suite: 7 labels, EN/ZH, direct, indirect and multi-turn cases",
+    ),
+}
+"""name -> (file in suites/builtin, one-line description)."""
+
+Reader = Callable[[Path], readers.Loaded]
+
+_GENERIC: dict[str, Callable[[Path, Mapping[str, str] | None], readers.Loaded]] = {
+    "jsonl": readers.read_jsonl,
+    "csv": readers.read_csv,
+    "parquet": readers.read_parquet,
+}
+_PAPERS: dict[str, Reader] = {
+    "dialogue-safety": papers.read_dialogue_safety,
+    "help-harm": papers.read_help_harm,
+    "mentalalign": papers.read_mentalalign,
+}
+FORMATS: dict[str, str] = {
+    "jsonl": "JSON Lines, one case per line (id, text or turns/messages, language, crisis_label, ...)",
+    "csv": "CSV with a header row, same columns as jsonl (turns as a JSON string)",
+    "parquet": "Parquet table, same columns as jsonl",
+    "dialogue-safety": "Dialogue Safety (Qiu et al. 2023) jsonl: Chinese contexts + reference reply + safety label",
+    "help-harm": "Between Help and Harm inputs/labels (jsonl or JSON array, or the help_harm folder)",
+    "mentalalign": "MentalAlign-70k human_scores.xlsx (or its folder): one case per context",
+}
+_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+
+
+def list_suites() -> list[tuple[str, str]]:
+    """(name, one-line description) for the built-in suites, then the `FORMAT:PATH` forms."""
+    out = [(name, desc) for name, (_, desc) in BUILTINS.items()]
+    out += [(f"{fmt}:PATH", desc) for fmt, desc in FORMATS.items()]
+    return out
+
+
+def _unknown(name: str) -> InputError:
+    return InputError(
+        f"unknown suite '{name}': use a built-in name or FORMAT:PATH",
+        field="suite",
+        choices=[*BUILTINS, *(f"{fmt}:PATH" for fmt in FORMATS)],
+    )
+
+
+def _resolve(name: str) -> tuple[str, Path | None]:
+    """(format or 'builtin', path) for a suite name."""
+    if name in BUILTINS:
+        return "builtin", None
+    fmt, sep, rest = name.partition(":")
+    if sep and fmt in FORMATS:
+        if not rest.strip():
+            raise InputError(f"'{name}' names no path after '{fmt}:'", field="suite")
+        return fmt, Path(rest).expanduser()
+    suffix = Path(name).suffix.lower()
+    if suffix in _SUFFIXES:
+        return _SUFFIXES[suffix], Path(name).expanduser()
+    raise _unknown(name)
+
+
+def load_suite(name: str, *, mapping: dict[str, str] | None = None, limit: int | None = None) -> Suite:
+    """Load a suite by built-in name or `FORMAT:PATH`; `limit` keeps the first N cases (and their replies)."""
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be at least 1, got {limit}", field="limit")
+    fmt, path = _resolve(name.strip())
+    if fmt == "builtin":
+        filename, description = BUILTINS[name.strip()]
+        resource = resources.files("mheval.suites") / "builtin" / filename
+        with resources.as_file(resource) as real_path:
+            cases, responses = readers.read_jsonl(real_path, mapping)
+    else:
+        assert path is not None
+        description = f"{fmt} file {path}"
+        if fmt in _GENERIC:
+            cases, responses = _GENERIC[fmt](path, mapping)
+        else:
+            if mapping:
+                raise InputError(
+                    f"a column mapping applies only to jsonl, csv and parquet files, not to {fmt}",
+                    field="mapping",
+                )
+            cases, responses = _PAPERS[fmt](path)
+    if not cases:
+        raise InputError(f"suite {name} has no cases", path=path)
+    if limit is not None and limit < len(cases):
+        cases = cases[:limit]
+        kept = {c.id for c in cases}
+        responses = [r for r in responses if r.case_id in kept]
+    return Suite(name=name.strip(), description=description, cases=cases, responses=responses)

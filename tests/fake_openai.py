@@ -1,0 +1,284 @@
+"""A scriptable OpenAI-compatible chat server on 127.0.0.1, for tests that need a real HTTP endpoint.
+
+It is a real aiohttp.web server running in its own thread and event loop, so it works the same
+from sync tests and from tests that run their own `asyncio.run(...)`.
+
+Use the `fake_openai` pytest fixture (tests/conftest.py): one server per test session, reset
+before each test. Or start one yourself::
+
+    with FakeOpenAI() as server:
+        spec = parse_model_spec(f"test/any@{server.base_url}")
+
+Scripting what the next calls get (a queue, one behaviour per POST /v1/chat/completions)::
+
+    server.script(
+        rate_limited(retry_after="1"),        # 429 with a Retry-After header
+        status(500),                          # a server error
+        drop(),                               # close the connection without answering
+        malformed(),                          # 200 with a body that is not JSON
+        no_choices(),                         # 200 with "choices": []
+        reply("hello", delay=0.5),            # a normal answer, after half a second
+        respond(lambda body: body["messages"][-1]["content"].upper()),  # computed from the request
+    )
+    server.default = reply("ok")              # what calls get once the queue is empty (the default)
+    server.refuse("json_schema")              # 500 to response_format json_schema, like llama.cpp
+
+A responder (`respond(fn)`) gets the request's JSON body and returns the reply text or another
+behaviour. `status(code, message)` may put "{authorization}" in the message to echo the request's
+Authorization header back (for testing that clients keep keys out of their errors).
+
+What you can assert on afterwards:
+- `server.requests`: every chat request, in arrival order, as `Recorded(path, json, headers)`
+  (headers with lower-case names); refused and dropped calls are recorded too.
+- `server.calls`: how many chat requests arrived; `server.max_in_flight`: the most handled at once.
+- Every 200 answer carries `usage`: prompt_tokens = words in the messages, completion_tokens = words
+  in the reply (or the numbers given to `reply(..., usage=(p, c))`).
+
+`GET /v1/models` answers a one-model list. `reset()` empties the queue, the records, the counters
+and the refusals, and restores the default reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """One scripted answer. Build them with the helpers below rather than by hand."""
+
+    kind: str  # reply | status | malformed | no_choices | drop | respond
+    text: str = ""
+    status: int = 200
+    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    usage: tuple[int, int] | None = None
+    finish_reason: str = "stop"
+    fn: Callable[[dict[str, Any]], str | Behaviour] | None = None
+
+
+def reply(
+    text: str, *, delay: float = 0.0, usage: tuple[int, int] | None = None, finish_reason: str = "stop"
+) -> Behaviour:
+    return Behaviour("reply", text=text, delay=delay, usage=usage, finish_reason=finish_reason)
+
+
+def respond(fn: Callable[[dict[str, Any]], str | Behaviour], *, delay: float = 0.0) -> Behaviour:
+    return Behaviour("respond", fn=fn, delay=delay)
+
+
+def status(
+    code: int, message: str = "scripted failure", *, headers: dict[str, str] | None = None, delay: float = 0.0
+) -> Behaviour:
+    return Behaviour("status", status=code, message=message, headers=dict(headers or {}), delay=delay)
+
+
+def rate_limited(retry_after: str | None = None, *, delay: float = 0.0) -> Behaviour:
+    headers = {"Retry-After": retry_after} if retry_after is not None else {}
+    return status(429, "rate limit reached", headers=headers, delay=delay)
+
+
+def malformed(*, delay: float = 0.0) -> Behaviour:
+    return Behaviour("malformed", delay=delay)
+
+
+def no_choices(*, delay: float = 0.0) -> Behaviour:
+    return Behaviour("no_choices", delay=delay)
+
+
+def drop(*, delay: float = 0.0) -> Behaviour:
+    return Behaviour("drop", delay=delay)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    path: str
+    json: Any
+    headers: dict[str, str]
+
+
+def _words(body: Any) -> int:
+    try:
+        return sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+    except (KeyError, TypeError, AttributeError):
+        return 0
+
+
+class FakeOpenAI:
+    """The server. Thread-safe to script and inspect from the test's thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[Behaviour] = deque()
+        self.default: Behaviour = reply("ok")
+        self.requests: list[Recorded] = []
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.refused: dict[str, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # -- scripting -------------------------------------------------------------------------------
+    def script(self, *behaviours: Behaviour | str) -> FakeOpenAI:
+        """Queue behaviours for the next calls (a plain string means `reply(string)`)."""
+        with self._lock:
+            self._queue.extend(reply(b) if isinstance(b, str) else b for b in behaviours)
+        return self
+
+    def refuse(self, *format_types: str, code: int = 500) -> FakeOpenAI:
+        """Answer `code` to any request whose response_format type is one of `format_types`.
+
+        Checked before the script queue, so a refused call does not use up a scripted behaviour.
+        """
+        with self._lock:
+            for t in format_types:
+                self.refused[t] = code
+        return self
+
+    def reset(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self.default = reply("ok")
+            self.requests = []
+            self.calls = 0
+            self.max_in_flight = 0
+            self.refused = {}
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> FakeOpenAI:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                loop.run_until_complete(self._serve())
+            except BaseException as exc:  # surface startup failures to the caller
+                errors.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup() if self._runner else asyncio.sleep(0))
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="fake-openai", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        if errors:
+            raise errors[0]
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._loop = self._thread = None
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        # handler_cancellation: a client that gives up (timeout) also ends our sleeping handler.
+        self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    # -- handlers --------------------------------------------------------------------------------
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = None
+        with self._lock:
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            self.requests.append(Recorded(request.path, body, headers))
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            fmt = (body or {}).get("response_format") if isinstance(body, dict) else None
+            fmt_type = fmt.get("type") if isinstance(fmt, dict) else None
+            refused_code = self.refused.get(fmt_type) if fmt_type else None
+            behaviour: Behaviour | None = None  # None: refused by `refuse()`, the queue is untouched
+            if refused_code is None:
+                behaviour = self._queue.popleft() if self._queue else self.default
+        try:
+            if behaviour is None:
+                return web.json_response(
+                    {"error": {"message": f"response_format type {fmt_type} is not supported"}},
+                    status=refused_code,
+                )
+            return await self._play(request, body, behaviour)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    async def _play(self, request: web.Request, body: Any, b: Behaviour) -> web.StreamResponse:
+        if b.delay:
+            await asyncio.sleep(b.delay)
+        if b.kind == "respond":
+            assert b.fn is not None
+            out = b.fn(body)
+            b = out if isinstance(out, Behaviour) else reply(out, usage=b.usage)
+            if b.kind == "respond":
+                raise ValueError("a responder must return text or a non-responder behaviour")
+            return await self._play(request, body, b)
+        if b.kind == "status":
+            message = b.message.replace("{authorization}", request.headers.get("Authorization", ""))
+            return web.json_response(
+                {"error": {"message": message, "code": b.status}}, status=b.status, headers=b.headers
+            )
+        if b.kind == "malformed":
+            return web.Response(text='{"choices": [ {"message": ', content_type="application/json")
+        if b.kind == "no_choices":
+            return web.json_response({"id": "fake", "object": "chat.completion", "choices": []})
+        if b.kind == "drop":
+            # Close the socket with no answer; the client sees a dropped connection.
+            assert request.transport is not None
+            request.transport.close()
+            raise asyncio.CancelledError
+        prompt, completion = b.usage or (_words(body), len(b.text.split()))
+        return web.json_response(
+            {
+                "id": "fake-1",
+                "object": "chat.completion",
+                "model": (body or {}).get("model", "fake") if isinstance(body, dict) else "fake",
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": b.text}, "finish_reason": b.finish_reason}
+                ],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
