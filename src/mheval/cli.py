@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,6 +25,8 @@ app.add_typer(suites_app, name="suites")
 app.add_typer(protocols_app, name="protocols")
 
 out = Console()
+if not out.is_terminal:  # piped or in CI: wide enough that tables are not folded into narrow columns
+    out = Console(width=200)
 err = Console(stderr=True)
 
 CONTENT_NOTE = (
@@ -42,6 +45,7 @@ RepeatsOpt = Annotated[int | None, typer.Option("--repeats", help="Judgments per
 LimitOpt = Annotated[int | None, typer.Option("--limit", help="Use only the first N cases.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<suite>-<hash>).")]
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
+MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
@@ -121,11 +125,12 @@ def run(
     limit: LimitOpt = None,
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
+    max_tokens: MaxTokOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
-                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency)
+                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens)
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -155,11 +160,12 @@ def generate(
     limit: LimitOpt = None,
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
+    max_tokens: MaxTokOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate responses of the target models only."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, limit=limit,
-                  concurrency=concurrency)
+                  concurrency=concurrency, max_tokens=max_tokens)
     _execute(cfg, ("generate",), quiet)
 
 
@@ -202,6 +208,68 @@ def export(
 
     with Store.open_existing(run_dir) as store:
         export_table(store, table, format, output)
+
+
+# -- reliability ----------------------------------------------------------------------------------
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
+REPORT_FORMATS = ("table", "json", "csv")
+
+
+@app.command()
+def agree(
+    labels: Annotated[Path, typer.Argument(help="Human labels: CSV/JSONL, long (id, rater, value[, dimension]) "
+                                               "or wide (one column per rater).")],
+    run_dir: Annotated[Path | None, typer.Option("--run", help="A run folder whose judgments to compare.")] = None,
+    judgments: Annotated[Path | None, typer.Option(help="A judgments export (JSONL/CSV) instead of a run.")] = None,
+    protocol: Annotated[str | None, typer.Option("--protocol", "-p", help="Only this protocol's judgments.")] = None,
+    dimension: Annotated[str | None, typer.Option(help="The score to compare, for scale protocols.")] = None,
+    field: Annotated[str | None, typer.Option(help="The field of the labels file that holds the raters.")] = None,
+    format: FormatOpt = "table",
+) -> None:
+    """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
+    from mheval.analysis import agreement_report, load_human_labels
+    from mheval.analysis.judgments import load_judgments
+
+    if format not in REPORT_FORMATS:
+        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    human = load_human_labels(labels, field=field)
+    judge_frame = load_judgments(run_dir=run_dir, path=judgments, protocol=protocol)
+    report = agreement_report(human, judge_frame, dimension=dimension, protocol=protocol)
+    if format == "json":
+        print(report.to_json())
+    elif format == "csv":
+        print(report.to_csv(), end="")
+    else:
+        out.print(report.to_rich_table())
+
+
+@app.command()
+def reproduce(
+    paper: Annotated[str, typer.Argument(help="mentalalign or help-harm.")],
+    data: Annotated[Path, typer.Option(help="The paper's released data (folder).")] = Path("../shared/data"),
+    format: FormatOpt = "table",
+) -> None:
+    """Recompute a paper's reliability table from its released files."""
+    from mheval.analysis.reproduce import REPRODUCIBLE, reproduce_paper, reproduction_table
+
+    if paper not in REPRODUCIBLE:
+        raise InputError(f"unknown paper {paper!r}", choices=tuple(REPRODUCIBLE))
+    if format not in REPORT_FORMATS:
+        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    result = reproduce_paper(paper, data)
+    if format == "json":
+        print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+        return
+    frame = reproduction_table(paper, result)
+    if format == "csv":
+        print(frame.to_csv(index=False), end="")
+        return
+    table = Table(title=f"{paper}: {result.get('dataset', '')}")
+    for col in frame.columns:
+        table.add_column(str(col), overflow="fold")
+    for row in frame.itertuples(index=False):
+        table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+    out.print(table)
 
 
 # -- catalogues -----------------------------------------------------------------------------------

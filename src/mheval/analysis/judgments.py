@@ -1,0 +1,44 @@
+"""Judgments to compare with human labels: from a run folder, or from an exported JSONL/CSV file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from mheval.errors import InputError
+
+
+def load_judgments(
+    *, run_dir: str | Path | None = None, path: str | Path | None = None, protocol: str | None = None
+) -> pd.DataFrame | None:
+    """The judgments table (columns of `mheval export --table judgments`), or None when neither is given."""
+    if run_dir is not None and path is not None:
+        raise InputError("give either --run or --judgments, not both", field="judgments")
+    if run_dir is not None:
+        from mheval.engine.export import table_frame
+        from mheval.engine.store import Store
+
+        with Store.open_existing(run_dir) as store:
+            frame = table_frame(store, "judgments")
+    elif path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError("file not found", path=p)
+        if p.suffix.lower() == ".csv":
+            frame = pd.read_csv(p)
+        elif p.suffix.lower() in (".jsonl", ".ndjson"):
+            try:
+                frame = pd.read_json(p, lines=True)
+            except ValueError as exc:
+                raise InputError(f"not valid JSONL ({exc})", path=p) from None
+        else:
+            raise InputError(f"unknown file type {p.suffix!r}", path=p, choices=[".jsonl", ".csv"])
+        missing = {"case_id", "judge", "status"} - set(frame.columns)
+        if missing:
+            raise InputError("not a judgments export", path=p, field=sorted(missing)[0])
+    else:
+        return None
+    if protocol is not None and not frame.empty:
+        frame = frame[frame["protocol"] == protocol]
+    return frame
