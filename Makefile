@@ -26,7 +26,7 @@ run: $(VENV)/.local-installed
 	$(VENV)/bin/mheval run
 
 lint: $(VENV)/.core-installed
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests $(wildcard benchmarks)
 
 test: $(VENV)/.local-installed lint
 	$(VENV)/bin/pytest -q
