@@ -10,6 +10,27 @@ against the humans, over the same items (the human-labelled ones), so every boot
 sees the same resamples. The headline statistic is the mean Cohen's kappa over rater pairs for
 labels and the mean two-rater ICC(A,1) for numeric scales; a judge's verdicts compare its
 judge-vs-each-human values with the human-vs-human pairs (see `mheval.stats.reliability`).
+
+Unit of analysis (``unit=``):
+
+* ``"item"`` (default): every rated item (case, or response when the labels carry model/sample) is
+  one unit, as above.
+* ``"model"``: MentalAlign's unit. Items are grouped by their response source (the ``model`` column);
+  per judge x dimension, each source's mean human score and mean judge score are taken over the
+  items where both exist (the human score of an item being the mean over its raters, the judge's
+  the mean over its ok repeats), and ICC(C,1) and ICC(A,1) are computed over that sources x 2
+  matrix, with a percentile bootstrap over the sources, width verdicts for both, and the judge-minus-
+  human bias over the sources. Numeric scales only. The source of a human-labelled item is the
+  ``model`` column of the human labels when they have one (long form: ``id, rater, value, model``);
+  otherwise the item ``id`` is matched to the judgments' ``case_id`` and that row's ``model`` is taken
+  (a case judged under several models then needs the ``model`` column in the human labels).
+  The humans' block holds each rater's mean per source (over the items that rater scored) and the
+  rater-vs-rater ICCs over the sources; a judge's "vs human range" uses those over its own sources.
+
+``leave_own_model_out=True`` drops, per judge, the responses of the judge's own model family
+(`mheval.judges.panel.same_family`: gpt-4o also leaves out gpt4omini, a distilled model counts in both
+its families), in either unit: MentalAlign's guard against judges favouring their own outputs.
+MentalAlign itself left out only the exact own model; pass ``own_model`` for that rule.
 """
 
 from __future__ import annotations
@@ -18,8 +39,9 @@ import csv
 import io
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +58,13 @@ from mheval.stats.agreement import (
 )
 from mheval.stats.correlation import bias as bias_estimate
 from mheval.stats.correlation import diff_sumstat
-from mheval.stats.icc import icc, pairwise_icc
+from mheval.stats.icc import icc, icc_bootstrap_ci, pairwise_icc
 from mheval.stats.intervals import Estimate, is_missing
-from mheval.stats.reliability import Assessment, assess
+from mheval.stats.reliability import Assessment, assess, human_range, width_verdict, width_verdicts
 
 JUDGE_COLUMNS = ("case_id", "judge", "status")
+UNITS = ("item", "model")
+MODEL_STATS = ("icc_c1", "icc_a1")  # the model-level statistics that get a width verdict each
 _JUDGE_COL = "\x00judge"  # internal column name that cannot collide with a human rater's name
 
 # Row order and labels of the side-by-side table.
@@ -71,12 +95,24 @@ class Block:
     self_consistency: Estimate | None = None
     counts: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    unit: str = "item"
+    sources: tuple[str, ...] = ()  # response sources used (model unit, or item unit leaving own model out)
+    excluded_sources: tuple[str, ...] = ()  # left out as the judge's own model family
+    source_means: dict[str, dict[str, Any]] = field(default_factory=dict)  # model unit: per-source means
 
     def estimate(self, key: str) -> Estimate | None:
         """The block's value for a table row: a pairwise mean, or a whole-panel statistic."""
         if key in self.pairwise:
             return self.pairwise[key].mean
         return self.stats.get(key)
+
+    @property
+    def verdicts(self) -> dict[str, str | None]:
+        """Model unit: the CI-width verdict of ICC(C,1) and of ICC(A,1), as MentalAlign reports both."""
+        if self.unit != "model":
+            return {}
+        found = {k: e for k in MODEL_STATS if (e := self.estimate(k)) is not None}
+        return dict(width_verdicts(found))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +127,11 @@ class Block:
             "self_consistency": self.self_consistency.to_dict() if self.self_consistency else None,
             "counts": self.counts,
             "notes": list(self.notes),
+            "unit": self.unit,
+            "sources": list(self.sources),
+            "excluded_sources": list(self.excluded_sources),
+            "source_means": self.source_means,
+            "verdicts": self.verdicts,
         }
 
 
@@ -102,6 +143,8 @@ class AgreementReport:
     headline: str
     blocks: tuple[Block, ...]
     notes: tuple[str, ...] = ()
+    unit: str = "item"
+    leave_own_model_out: bool = False
 
     @property
     def dimensions(self) -> list[str | None]:
@@ -116,6 +159,8 @@ class AgreementReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "scale": self.scale,
+            "unit": self.unit,
+            "leave_own_model_out": self.leave_own_model_out,
             "headline": self.headline,
             "dimensions": self.dimensions,
             "blocks": [b.to_dict() for b in self.blocks],
@@ -126,7 +171,12 @@ class AgreementReport:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     def to_csv(self, path: str | Path | None = None) -> str:
-        """One row per estimate (pairs included) and one per verdict; written to ``path`` if given."""
+        """One row per estimate (pairs included) and one per verdict; written to ``path`` if given.
+
+        Every row names the unit. The model unit adds a ``sources`` row per block (kept and excluded
+        sources in ``note``), one ``source_mean`` row per source and rater/judge (``a`` = source,
+        ``b`` = whose mean, ``n`` = items), and a ``verdict`` row per ICC (``a`` = statistic).
+        """
         buffer = io.StringIO()
         cols = [
             "block",
@@ -141,13 +191,20 @@ class AgreementReport:
             "n",
             "method",
             "note",
+            "unit",
         ]
-        writer = csv.DictWriter(buffer, fieldnames=cols, lineterminator="\n")
+        writer = csv.DictWriter(buffer, fieldnames=cols, lineterminator="\n", restval="")
         writer.writeheader()
+
+        def plain(blk: Block, **fields: Any) -> None:
+            writer.writerow(
+                {"block": blk.name, "kind": blk.kind, "dimension": blk.dimension or "", "unit": blk.unit, **fields}
+            )
 
         def row(b: Block, stat: str, est: Estimate, a: str = "", bb: str = "") -> None:
             writer.writerow(
                 {
+                    "unit": b.unit,
                     "block": b.name,
                     "kind": b.kind,
                     "dimension": b.dimension or "",
@@ -164,6 +221,13 @@ class AgreementReport:
             )
 
         for b in self.blocks:
+            if b.sources or b.excluded_sources:
+                text = f"kept: {', '.join(b.sources)}; excluded: {', '.join(b.excluded_sources) or '-'}"
+                plain(b, statistic="sources", n=len(b.sources), method="response sources", note=text)
+            for source, means in b.source_means.items():
+                for whose, value in means.items():
+                    if whose != "items":
+                        plain(b, statistic="source_mean", a=source, b=whose, value=_num(value), n=means.get("items"))
             for key, pw in b.pairwise.items():
                 row(b, f"{key}_mean", pw.mean)
                 for pe in pw.pairs:
@@ -172,35 +236,34 @@ class AgreementReport:
                 row(b, key, est)
             if b.self_consistency is not None:
                 row(b, "self_consistency", b.self_consistency)
+            for key, verdict in b.verdicts.items():
+                plain(b, statistic="verdict", a=key, method="95% CI width", note=verdict or "")
             if b.assessment is not None:
                 a = b.assessment
                 hr = a.human
                 text = f"verdict={a.verdict}; leniency={a.leniency}"
                 if hr is not None:
                     text += f"; position={hr.position}; ci_overlap={hr.ci_overlap}"
-                writer.writerow(
-                    {
-                        "block": b.name,
-                        "kind": b.kind,
-                        "dimension": b.dimension or "",
-                        "statistic": "assessment",
-                        "value": "",
-                        "n": a.agreement.n,
-                        "method": f"CI width of {a.statistic}",
-                        "note": text,
-                    }
-                )
+                plain(b, statistic="assessment", n=a.agreement.n, method=f"CI width of {a.statistic}", note=text)
         text = buffer.getvalue()
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")
         return text
 
+    @property
+    def title(self) -> str:
+        unit = "response source means (model)" if self.unit == "model" else "item"
+        own = "; own model family left out" if self.leave_own_model_out else ""
+        return f"Agreement ({'numeric scale' if self.scale else 'labels'}; unit: {unit}{own})"
+
     def to_rich_table(self) -> Any:
         """A rich Table: one row per statistic, one column per block (humans first)."""
         from rich.table import Table
 
+        if self.unit == "model":
+            return self._model_table()
         names = list(dict.fromkeys(b.name for b in self.blocks))
-        table = Table(title=f"Agreement ({'numeric scale' if self.scale else 'labels'})")
+        table = Table(title=self.title)
         table.add_column("statistic", style="bold")
         for n in names:
             table.add_column(n)
@@ -225,6 +288,41 @@ class AgreementReport:
                 table.add_row("leniency (judge - human mean)", *cells(lambda b: _attr(b, "leniency")))
             table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
             table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
+            if self.leave_own_model_out:
+                table.add_row("own-family sources, excluded", *cells(_excluded))
+        return table
+
+    def _model_table(self) -> Any:
+        """The model-unit table: ICCs over per-source means, both width verdicts, sources kept/excluded."""
+        from rich.table import Table
+
+        names = list(dict.fromkeys(b.name for b in self.blocks))
+        table = Table(title=self.title)
+        table.add_column("statistic", style="bold")
+        for n in names:
+            table.add_column(n)
+        for dim in self.dimensions:
+            by_name = {b.name: b for b in self.blocks if b.dimension == dim}
+            if dim is not None:
+                table.add_section()
+                table.add_row(f"[italic]{dim}[/italic]", *[""] * len(names))
+
+            def cells(fn: Any, by_name: dict[str, Block] = by_name) -> list[str]:
+                return [fn(by_name[n]) if n in by_name else "" for n in names]
+
+            table.add_row("sources", *cells(lambda b: str(b.n_items)))
+            table.add_row("items used", *cells(lambda b: str(b.counts.get("items_used", ""))))
+            for key, label in (("icc_c1", "ICC(C,1)"), ("icc_a1", "ICC(A,1)")):
+                table.add_row(f"{label} over source means", *cells(lambda b, k=key: _fmt(b.estimate(k))))
+                table.add_row(f"{label} reliability (CI width)", *cells(lambda b, k=key: _verdict(b.estimate(k))))
+            table.add_row(
+                "bias (judge - human), over sources", *cells(lambda b: _fmt(b.stats.get("bias_vs_human_mean")))
+            )
+            table.add_row("leniency", *cells(lambda b: _attr(b, "leniency")))
+            table.add_row("ICC(A,1) vs human range", *cells(_position))
+            table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
+            table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
+            table.add_row("own-family sources, excluded", *cells(_excluded))
         return table
 
 
@@ -249,6 +347,16 @@ def _attr(b: Block, name: str) -> str:
     return "" if value is None else str(value)
 
 
+def _verdict(est: Estimate | None) -> str:
+    return "" if est is None else str(width_verdict(est) or "")
+
+
+def _excluded(b: Block) -> str:
+    if b.kind != "judge":
+        return ""
+    return ", ".join(b.excluded_sources) or "none"
+
+
 def _position(b: Block) -> str:
     hr = b.assessment.human if b.assessment else None
     if hr is None or hr.position is None:
@@ -263,7 +371,7 @@ def _item_keys(frame: pd.DataFrame, id_col: str, extra: Sequence[str]) -> pd.Ser
     parts = [frame[id_col].astype(str)] + [frame[c].astype(str) for c in extra]
     if not extra:
         return parts[0]
-    return pd.Series(["|".join(t) for t in zip(*parts, strict=True)], index=frame.index)
+    return parts[0].str.cat(parts[1:], sep="|", na_rep="")  # vectorised: tables can have 100k rows
 
 
 def _norm(name: Any) -> str:
@@ -310,7 +418,7 @@ class _JudgeRows:
 class _Judgments:
     """The judgments table read once: item keys, ok flags and parsed scores, ready for any dimension."""
 
-    frame: pd.DataFrame  # columns: judge, item, repeat, ok, reason, label, scores (normalised keys)
+    frame: pd.DataFrame  # columns: judge, item, model, repeat, ok, reason, label, scores (normalised keys)
     dims: list[str]  # score names as first spelled
 
 
@@ -351,6 +459,7 @@ def _read_judgments(judge: pd.DataFrame, *, scale: bool, protocol: str | None, e
         {
             "judge": frame["judge"].astype(str).to_numpy(),
             "item": _item_keys(frame.assign(id=frame["case_id"]), "id", extra_keys).to_numpy(),
+            "model": frame["model"].to_numpy(dtype=object) if "model" in frame.columns else None,
             "repeat": frame["repeat"].to_numpy() if "repeat" in frame.columns else np.zeros(len(frame), int),
             "ok": ok,
             "reason": frame["reason"].to_numpy(dtype=object) if "reason" in frame.columns else None,
@@ -372,6 +481,8 @@ def _label_text(value: Any) -> Any:
 
 def _usable(value: Any, scale: bool) -> Any:
     """The value as the statistics want it, or None when an ok judgment carries nothing usable."""
+    if scale and isinstance(value, float | int) and not isinstance(value, bool):  # fast path for plain numbers
+        return None if value != value else float(value)
     if value is None or (isinstance(value, str) and not value.strip()) or is_missing([value])[0]:
         return None
     if not scale:
@@ -427,6 +538,38 @@ def _aggregate(values: pd.DataFrame, scale: bool) -> tuple[pd.Series, int]:
     ties = int(sum(len(c) > 1 and c[0] == c[1] for c in ranked))
     winners = tally.drop_duplicates("item", keep="first").set_index("item")["value"]
     return winners.astype(object), ties
+
+
+# --------------------------------------------------------------------------- response sources
+
+
+def _item_sources(human: pd.DataFrame, keys: pd.Series, judgments: _Judgments | None) -> pd.Series:
+    """Item key -> response source, from the judgments' ``model`` and the human labels' ``model``."""
+    parts = []
+    if judgments is not None and judgments.frame["model"].notna().any():
+        jf = judgments.frame.dropna(subset=["model"])
+        pairs = pd.DataFrame({"item": jf["item"].to_numpy(), "model": jf["model"].astype(str).to_numpy()})
+        pairs = pairs.drop_duplicates()
+        several = pairs["item"].duplicated(keep=False).to_numpy()
+        if several.any():
+            item = pairs["item"][several].iloc[0]
+            models = pairs["model"][(pairs["item"] == item).to_numpy()]
+            raise InputError(
+                f"case {item!r} was judged for several models ({', '.join(models)}) and the human labels "
+                "have no model column to say which response they rated",
+                field="model",
+            )
+        parts.append(pd.Series(pairs["model"].to_numpy(), index=pairs["item"].to_numpy()))
+    if "model" in human.columns:
+        has = human["model"].notna().to_numpy()
+        parts.append(pd.Series(human["model"][has].astype(str).to_numpy(), index=keys[has].to_numpy()))
+    if not parts:
+        raise InputError(
+            "the response source is unknown: add a 'model' column to the judgments (or to the human labels)",
+            field="model",
+        )
+    out = pd.concat(parts)
+    return out[~out.index.duplicated(keep="first")]
 
 
 # --------------------------------------------------------------------------- the report
@@ -503,6 +646,9 @@ def agreement_report(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    unit: str = "item",
+    leave_own_model_out: bool = False,
+    own_model: Callable[[str, str], bool] | None = None,
 ) -> AgreementReport:
     """Human-vs-human and judge-vs-human agreement side by side, with verdicts per judge x dimension.
 
@@ -512,7 +658,14 @@ def agreement_report(
     default to min..max). Repeats are merged per item (majority label, ties to the earliest repeat;
     mean score) and their agreement reported as self-consistency (Fleiss' kappa over repeats for
     labels, ICC(A,1) for scales). Kappa and alpha on a scale use the per-item mean rounded half up.
+
+    ``unit`` is "item" or "model" (per-source means, MentalAlign's unit; numeric scales only; see the
+    module docstring). ``leave_own_model_out`` drops, per judge, the response sources for which
+    ``own_model(judge, source)`` is true; the default is `mheval.judges.panel.same_family`.
+    Pass e.g. ``lambda j, s: (j, s) in {("gpt-4o", "gpt4o")}`` to leave out only the exact own model.
     """
+    if unit not in UNITS:
+        raise InputError(f"unknown unit of analysis {unit!r}", field="unit", choices=UNITS)
     for col in ("id", "rater", "value"):
         if col not in human.columns:
             raise InputError(f"human labels lack the {col!r} column", field=col)
@@ -526,6 +679,12 @@ def agreement_report(
             human = human.assign(value=pd.to_numeric(human["value"]))
         except (TypeError, ValueError):
             raise InputError("scale=True but the human values are not all numbers", field="value") from None
+    if not scale and unit == "model":
+        raise InputError(
+            "unit 'model' compares each response source's mean human score with its mean judge score, so it "
+            "needs numeric scores; these human values are labels (use unit 'item')",
+            field="unit",
+        )
     if not scale:
         human = human.assign(value=[_label_text(v) for v in human["value"]])
     extra = [c for c in ("model", "sample") if c in human.columns]
@@ -546,18 +705,40 @@ def agreement_report(
     else:
         dims = [None]
 
+    if human_dims:
+        human_dim_keys = human["dimension"].astype(str).str.strip().str.lower()
     headline = "icc_a1" if scale else "kappa"
+    sources: pd.Series | None = None  # item key -> response source
+    excluded: dict[str, tuple[str, ...]] = {}  # judge -> own-family sources left out
+    if unit == "model" or (leave_own_model_out and judgments is not None):
+        sources = _item_sources(human, _item_keys(human, "id", extra), judgments)
+        if judgments is not None and leave_own_model_out:
+            is_own = own_model or _same_family()
+            order = list(pd.unique(sources.to_numpy()))
+            for name in dict.fromkeys(judgments.frame["judge"]):
+                excluded[name] = tuple(s for s in order if is_own(name, s))
+    boot = {"n_boot": n_boot, "seed": seed, "confidence": confidence}
     blocks: list[Block] = []
     for dim in dims:
         sub = human
         if dim is not None and "dimension" in human.columns and human_dims:
-            sub = human[human["dimension"].astype(str).map(_norm) == _norm(dim)]
+            sub = human[(human_dim_keys == _norm(dim)).to_numpy()]
             if sub.empty:
                 raise InputError(f"no human labels for dimension {dim!r}", field="dimension", choices=human_dims)
         mat = _human_matrix(sub, _item_keys(sub, "id", extra))
         if scale:
             mat = mat.astype(float)
         humans = [str(c) for c in mat.columns]
+        if unit == "model":
+            assert sources is not None
+            hblock, rater_means = _model_human_block(mat, sources, dim, boot)
+            blocks.append(hblock)
+            if len(humans) < 2:
+                notes.append("only one human rater: no human-vs-human agreement to compare judges with")
+            for jr in _judge_rows(judgments, scale=True, dimension=dim) if judgments is not None else []:
+                blocks.append(_model_judge_block(jr, mat, rater_means, sources, excluded.get(jr.name, ()), dim, boot))
+                notes.extend(_unscored_note(jr))
+            continue
         pw, st = _block_stats(
             mat, scale=scale, labels=labels, against=None, n_boot=n_boot, seed=seed, confidence=confidence
         )
@@ -577,6 +758,9 @@ def agreement_report(
         if judgments is None:
             continue
         for jr in _judge_rows(judgments, scale=scale, dimension=dim):
+            if leave_own_model_out:
+                assert sources is not None
+                jr = _leave_out(jr, sources, excluded.get(jr.name, ()))
             blocks.append(
                 _judge_block(
                     jr,
@@ -590,13 +774,41 @@ def agreement_report(
                     confidence=confidence,
                 )
             )
-            if jr.counts["unscored"]:
-                reasons = ", ".join(f"{k}: {v}" for k, v in jr.counts["unscored_reasons"].items())
-                notes.append(
-                    f"{jr.name}: {jr.counts['unscored']} unscored judgment(s) excluded"
-                    + (f" ({reasons})" if reasons else "")
-                )
-    return AgreementReport(bool(scale), headline, tuple(blocks), tuple(dict.fromkeys(notes)))
+            notes.extend(_unscored_note(jr))
+    if leave_own_model_out:
+        for name, left in excluded.items():
+            notes.append(f"{name}: own-family source(s) left out: {', '.join(left) if left else 'none found'}")
+    return AgreementReport(
+        bool(scale), headline, tuple(blocks), tuple(dict.fromkeys(notes)), unit, bool(leave_own_model_out)
+    )
+
+
+def _same_family() -> Callable[[str, str], bool]:
+    """The judges' family rule, imported late: `mheval.judges` pulls in the model clients."""
+    from mheval.judges.panel import same_family
+
+    return same_family
+
+
+def _unscored_note(jr: _JudgeRows) -> list[str]:
+    if not jr.counts["unscored"]:
+        return []
+    reasons = ", ".join(f"{k}: {v}" for k, v in jr.counts["unscored_reasons"].items())
+    return [f"{jr.name}: {jr.counts['unscored']} unscored judgment(s) excluded" + (f" ({reasons})" if reasons else "")]
+
+
+def _leave_out(jr: _JudgeRows, sources: pd.Series, excluded: tuple[str, ...]) -> _JudgeRows:
+    """Item unit: drop the judge's values on responses of its own family, and say what was kept."""
+    src = jr.values["item"].map(sources)
+    own = src.isin(excluded).to_numpy()
+    counts = {
+        **jr.counts,
+        "judged_sources": list(dict.fromkeys(src.dropna())),
+        "excluded_sources": list(excluded),
+        "values_excluded_own_model": int(own.sum()),
+        "items_excluded_own_model": int(jr.values["item"][own].nunique()),
+    }
+    return _JudgeRows(jr.name, jr.values[~own].reset_index(drop=True), counts)
 
 
 def _judge_block(
@@ -652,6 +864,8 @@ def _judge_block(
             consistency = fleiss_kappa(
                 rep.astype(object), labels=labels, n_boot=n_boot, seed=seed, confidence=confidence
             )
+    left = tuple(counts.pop("excluded_sources", ()))
+    judged = counts.pop("judged_sources", [])
     return Block(
         jr.name,
         "judge",
@@ -664,7 +878,128 @@ def _judge_block(
         consistency,
         counts,
         tuple(notes),
+        sources=tuple(s for s in judged if s not in left),
+        excluded_sources=left,
     )
 
 
-__all__ = ["AgreementReport", "Block", "agreement_report"]
+# --------------------------------------------------------------------------- the model unit
+
+
+def _model_human_block(
+    mat: pd.DataFrame, sources: pd.Series, dim: str | None, boot: dict[str, Any]
+) -> tuple[Block, pd.DataFrame]:
+    """The humans at model level: each rater's mean per source, and rater-vs-rater ICCs over sources."""
+    item_src = sources.reindex(mat.index)
+    has = item_src.notna().to_numpy()
+    numeric = mat.astype(float)[has]
+    groups = item_src[has].to_numpy()
+    means = numeric.groupby(groups, sort=False).mean()  # per rater, over the items that rater scored
+    rated = numeric.notna().any(axis=1).groupby(groups, sort=False).sum()
+    order = [s for s in pd.unique(sources.to_numpy()) if s in means.index]
+    means = means.reindex(order)
+    pairwise = {
+        "icc_c1": pairwise_icc(means, "C,1", **boot),
+        "icc_a1": pairwise_icc(means, "A,1", **boot),
+    }
+    source_means = {s: {**{str(r): _opt(means.at[s, r]) for r in means.columns}, "items": int(rated[s])} for s in order}
+    counts = {"items_used": int(rated.sum()), "items_without_source": int((~has).sum())}
+    notes = () if has.all() else (f"{int((~has).sum())} human-labelled item(s) have no known response source: ignored",)
+    block = Block(
+        "humans",
+        "human",
+        dim,
+        len(order),
+        tuple(str(c) for c in mat.columns),
+        pairwise,
+        {},
+        counts=counts,
+        notes=notes,
+        unit="model",
+        sources=tuple(order),
+        source_means=source_means,
+    )
+    return block, means
+
+
+def _opt(x: Any) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+def _model_judge_block(
+    jr: _JudgeRows,
+    mat: pd.DataFrame,
+    rater_means: pd.DataFrame,
+    sources: pd.Series,
+    excluded: tuple[str, ...],
+    dim: str | None,
+    boot: dict[str, Any],
+) -> Block:
+    """One judge at model level: ICC(C,1), ICC(A,1) and bias over the sources' mean human vs mean judge."""
+    per_item, _ = _aggregate(jr.values, True)
+    frame = pd.DataFrame(
+        {
+            "source": sources.reindex(mat.index).to_numpy(dtype=object),
+            "h": mat.astype(float).mean(axis=1, skipna=True).to_numpy(),  # mean over the item's raters
+            "j": per_item.reindex(mat.index).astype(float).to_numpy(),  # mean over the judge's ok repeats
+        },
+        index=mat.index,
+    )
+    both = frame[frame["source"].notna() & np.isfinite(frame["h"]) & np.isfinite(frame["j"])]
+    own = both["source"].isin(excluded).to_numpy()
+    used = both[~own]
+    grouped = used.groupby("source", sort=False)
+    h_means, j_means, n_items = grouped["h"].mean(), grouped["j"].mean(), grouped.size()
+    candidates = [s for s in pd.unique(sources.to_numpy()) if s not in excluded]
+    kept = [s for s in candidates if s in n_items.index]
+    matrix = np.column_stack([h_means.reindex(kept).to_numpy(), j_means.reindex(kept).to_numpy()])
+    stats = {
+        "icc_c1": icc_bootstrap_ci(matrix, "C,1", **boot),
+        "icc_a1": icc_bootstrap_ci(matrix, "A,1", **boot),
+        "bias_vs_human_mean": bias_estimate(matrix[:, 1], matrix[:, 0], confidence=boot["confidence"]),
+    }
+    human_pairs = []
+    if rater_means.shape[1] >= 2:  # human range over the same sources, point values only
+        subset = rater_means.reindex(kept)
+        human_pairs = [p.estimate for p in pairwise_icc(subset, "A,1", n_boot=0, seed=None).pairs]
+    assessment = assess(jr.name, dim, "icc_a1", stats["icc_a1"], bias=stats["bias_vs_human_mean"])
+    if human_pairs:
+        assessment = dataclasses_replace(assessment, human=human_range(stats["icc_a1"], human_pairs))
+
+    counts = dict(jr.counts)
+    counts["items_judged"] = int(per_item.size)
+    counts["items_matched"] = int(frame["j"].notna().sum())
+    counts["items_without_human_labels"] = int(per_item.size) - counts["items_matched"]
+    counts["items_used"] = len(used)
+    counts["items_excluded_own_model"] = int(own.sum())
+    counts["sources_without_pairs"] = [s for s in candidates if s not in n_items.index]
+    counts["repeats"] = int(jr.values["repeat"].nunique()) if len(jr.values) else 0
+    notes = []
+    if counts["sources_without_pairs"]:
+        notes.append(f"no item scored by both humans and judge for: {', '.join(counts['sources_without_pairs'])}")
+    consistency = None
+    if counts["repeats"] >= 2:
+        mine = jr.values[jr.values["item"].map(sources).isin(kept).to_numpy()]
+        rep = mine.pivot_table(index="item", columns="repeat", values="value", aggfunc="first")
+        consistency = icc(rep.astype(float), "A,1", confidence=boot["confidence"])
+    source_means = {s: {"human": float(h_means[s]), "judge": float(j_means[s]), "items": int(n_items[s])} for s in kept}
+    return Block(
+        jr.name,
+        "judge",
+        dim,
+        len(kept),
+        (jr.name, *rater_means.columns.astype(str)),
+        {},
+        stats,
+        assessment,
+        consistency,
+        counts,
+        tuple(notes),
+        unit="model",
+        sources=tuple(kept),
+        excluded_sources=tuple(excluded),
+        source_means=source_means,
+    )
+
+
+__all__ = ["UNITS", "AgreementReport", "Block", "agreement_report"]

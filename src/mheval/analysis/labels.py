@@ -1,7 +1,9 @@
 """Reading human labels from CSV, JSONL or JSON into one long table.
 
 The result always has the columns ``id``, ``rater``, ``value`` and, when the file has several
-dimensions, ``dimension``; one row per (item, rater[, dimension]). Accepted shapes:
+dimensions, ``dimension``; one row per (item, rater[, dimension]). A ``model`` / ``sample`` field next
+to the id (response-level ratings: which model's response, which sample) is kept as a text column of
+the same name. Accepted shapes:
 
 * long form: fields ``id``, ``rater``, ``value`` (and optionally ``dimension``);
 * wide form: one column (CSV) or top-level key (JSON) per rater, chosen with ``raters=``
@@ -50,7 +52,17 @@ _NOT_RATERS = {
     "notes",
 }
 _MISSING_TEXT = {"", "na", "nan", "n/a", "null", "none"}
+_RESPONSE_FIELDS = ("model", "sample")  # which response was rated, as in the judgments export
 FORMATS = ("csv", "tsv", "jsonl", "ndjson", "json")
+
+
+def _text(value: Any) -> str | None:
+    """A model/sample value as text ("0" for 0 or 0.0, so it matches the judgments' sample numbers)."""
+    if _is_missing(value):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()
 
 
 def _is_missing(value: Any) -> bool:
@@ -67,9 +79,10 @@ class _Rows:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.rows: list[dict[str, Any]] = []
-        self.seen: dict[tuple[str, str, str | None], int] = {}
+        self.seen: dict[tuple[str | None, ...], int] = {}
 
-    def add(self, item: Any, rater: Any, value: Any, dimension: Any, line: int, field: str) -> None:
+    def add(self, item: Any, rater: Any, value: Any, dimension: Any, line: int, field: str, record: Any = None) -> None:
+        """One rating; ``record`` (the row or JSON object) supplies the optional ``model`` and ``sample``."""
         if _is_missing(item):
             raise InputError("the item id is missing", path=self.path, line=line, field=field)
         if _is_missing(rater):
@@ -82,23 +95,25 @@ class _Rows:
                 field=field,
             )
         dim = None if _is_missing(dimension) else str(dimension)
-        key = (str(item), str(rater), dim)
+        response = {c: _text(record.get(c)) if isinstance(record, dict) else None for c in _RESPONSE_FIELDS}
+        key = (str(item), str(rater), dim, response["model"], response["sample"])
         if key in self.seen:
             raise InputError(
                 f"duplicate rating for item {key[0]!r}, rater {key[1]!r}"
                 + (f", dimension {dim!r}" if dim else "")
+                + "".join(f", {c} {v!r}" for c, v in response.items() if v is not None)
                 + f" (first on line {self.seen[key]})",
                 path=self.path,
                 line=line,
                 field=field,
             )
         self.seen[key] = line
-        self.rows.append({"id": key[0], "rater": key[1], "value": value, "dimension": dim})
+        self.rows.append({"id": key[0], "rater": key[1], "value": value, "dimension": dim, **response})
 
     def frame(self) -> pd.DataFrame:
         if not self.rows:
             raise InputError("no ratings found", path=self.path)
-        df = pd.DataFrame(self.rows, columns=["id", "rater", "value", "dimension"])
+        df = pd.DataFrame(self.rows, columns=["id", "rater", "value", "dimension", *_RESPONSE_FIELDS], dtype=object)
         values = [None if _is_missing(v) else v for v in df["value"]]
         numbers = []
         for v in values:
@@ -115,9 +130,8 @@ class _Rows:
             df["value"] = pd.Series(numbers, dtype="float64")
         else:
             df["value"] = pd.Series([math.nan if v is None else str(v).strip() for v in values], dtype="object")
-        if df["dimension"].isna().all():
-            df = df.drop(columns="dimension")
-        return df
+        empty = [c for c in ("dimension", *_RESPONSE_FIELDS) if df[c].isna().all()]
+        return df.drop(columns=empty)
 
 
 def load_human_labels(
@@ -180,10 +194,10 @@ def _read_csv(p: Path, rows: _Rows, id_field: str, raters: Sequence[str] | None,
                     raise InputError("more fields than the header has", path=p, line=line)
                 dim = record.get("dimension")
                 if long_form:
-                    rows.add(record[id_field], record["rater"], record["value"], dim, line, "value")
+                    rows.add(record[id_field], record["rater"], record["value"], dim, line, "value", record)
                 else:
                     for col in columns:
-                        rows.add(record[id_field], col, record[col], dim, line, col)
+                        rows.add(record[id_field], col, record[col], dim, line, col, record)
         except csv.Error as exc:
             raise InputError(f"malformed CSV: {exc}", path=p, line=reader.line_num) from None
         except UnicodeDecodeError:
@@ -225,13 +239,13 @@ def _add_record(
         raise InputError("missing item id", path=p, line=line, field=id_field)
     item = record[id_field]
     if field is None and raters is None and {"rater", "value"} <= set(record):
-        rows.add(item, record["rater"], record["value"], record.get("dimension"), line, "value")
+        rows.add(item, record["rater"], record["value"], record.get("dimension"), line, "value", record)
         return
     if raters is not None and field is None:
         for r in raters:
             if r not in record:
                 raise InputError("rater field missing", path=p, line=line, field=r)
-            rows.add(item, r, record[r], record.get("dimension"), line, r)
+            rows.add(item, r, record[r], record.get("dimension"), line, r, record)
         return
     name = field if field is not None else next((f for f in DICT_FIELDS if f in record), None)
     if name is None:
@@ -253,9 +267,9 @@ def _add_record(
             continue
         if isinstance(value, dict):
             for dim, v in value.items():
-                rows.add(item, rater, v, dim, line, f"{name}.{rater}.{dim}")
+                rows.add(item, rater, v, dim, line, f"{name}.{rater}.{dim}", record)
         else:
-            rows.add(item, rater, value, record.get("dimension"), line, f"{name}.{rater}")
+            rows.add(item, rater, value, record.get("dimension"), line, f"{name}.{rater}", record)
 
 
 __all__ = ["DICT_FIELDS", "load_human_labels"]

@@ -17,7 +17,7 @@ Three questions per judge x dimension:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,6 +40,11 @@ def width_verdict(estimate: Estimate, *, good: float = GOOD_WIDTH, moderate: flo
     if width <= moderate:
         return "Moderate"
     return "Poor"
+
+
+def width_verdicts(estimates: Mapping[str, Estimate]) -> dict[str, Verdict | None]:
+    """`width_verdict` of each named estimate (e.g. both ICC(C,1) and ICC(A,1), as MentalAlign reports)."""
+    return {name: width_verdict(est) for name, est in estimates.items()}
 
 
 def leniency(bias: Estimate) -> Leniency | None:
@@ -140,4 +145,5 @@ __all__ = [
     "human_range",
     "leniency",
     "width_verdict",
+    "width_verdicts",
 ]
