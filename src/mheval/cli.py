@@ -47,6 +47,8 @@ OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (de
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
+REPORT_FORMATS = ("table", "json", "csv")
 
 
 def main() -> None:
@@ -96,6 +98,13 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     )
     _print_summary(result.run_dir)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
+    try:  # a report that fails must not hide a finished run: its results are in the store either way
+        from mheval.report.html import write_report
+
+        out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, soft_wrap=True)
+    except Exception as exc:
+        err.print(f"[yellow]report not written:[/] {type(exc).__name__}: {exc} (try `mheval report RUN`)",
+                  highlight=False)
 
 
 def _print_summary(run_dir: Path) -> None:
@@ -104,12 +113,7 @@ def _print_summary(run_dir: Path) -> None:
 
     with Store.open_existing(run_dir) as store:
         frame = summary_frame(store)
-    table = Table(title=f"mheval summary: {run_dir}", show_lines=False)
-    for col in frame.columns:
-        table.add_column(col, overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in row))
-    out.print(table)
+    _print_frame(frame, f"mheval summary: {run_dir}", "table")
 
 
 # -- pipeline commands ----------------------------------------------------------------------------
@@ -191,8 +195,11 @@ def judge(
 
 @app.command()
 def summary(run_dir: Annotated[Path, typer.Argument(help="A run folder.")]) -> None:
-    """A protocol x model x judge table of a finished (or partial) run."""
+    """A protocol x model x judge table of a finished (or partial) run, then the headline numbers."""
+    from mheval.report.summary import summary_text
+
     _print_summary(run_dir)
+    print(summary_text(run_dir), end="")
 
 
 @app.command()
@@ -210,9 +217,57 @@ def export(
         export_table(store, table, format, output)
 
 
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    redact: Annotated[bool, typer.Option(
+        "--redact", help="Leave out conversation, response, rationale and evidence texts (for sharing).")] = False,
+    output: Annotated[Path | None, typer.Option(
+        help="HTML file (default: RUN/report.html, or RUN/report-redacted.html).")] = None,
+) -> None:
+    """Write the self-contained HTML report of a run, with its tables as CSV and Parquet beside it."""
+    from mheval.report.html import write_report
+
+    path = write_report(run_dir, redact=redact, output=output)
+    out.print(f"report: {path.resolve()}", highlight=False, soft_wrap=True)
+
+
+@app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="The baseline run folder.")],
+    run_b: Annotated[Path, typer.Argument(help="The run folder to compare with it.")],
+    format: FormatOpt = "table",
+) -> None:
+    """Per model and crisis category: B minus A with a CI, and a paired test where the cases are the same."""
+    from mheval.report.compare import compare_runs
+    from mheval.report.summary import format_comparison
+
+    if format not in REPORT_FORMATS:
+        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    frame = compare_runs(run_a, run_b)
+    if format == "table":
+        print(format_comparison(frame), end="")
+    else:
+        _print_frame(frame, "", format)
+
+
+def _print_frame(frame: Any, title: str, format: str) -> None:
+    if format == "json":
+        print(frame.to_json(orient="records", force_ascii=False, indent=2))
+    elif format == "csv":
+        print(frame.to_csv(index=False), end="")
+    elif format == "table":
+        table = Table(title=title)
+        for col in frame.columns:
+            table.add_column(str(col), overflow="fold")
+        for row in frame.itertuples(index=False):
+            table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+        out.print(table)
+    else:
+        raise InputError(f"unknown format {format!r}", field="format", choices=("table", "json", "csv"))
+
+
 # -- reliability ----------------------------------------------------------------------------------
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
-REPORT_FORMATS = ("table", "json", "csv")
 
 
 @app.command()
@@ -224,6 +279,10 @@ def agree(
     protocol: Annotated[str | None, typer.Option("--protocol", "-p", help="Only this protocol's judgments.")] = None,
     dimension: Annotated[str | None, typer.Option(help="The score to compare, for scale protocols.")] = None,
     field: Annotated[str | None, typer.Option(help="The field of the labels file that holds the raters.")] = None,
+    unit: Annotated[str, typer.Option(help="item, or model: each response source's mean human vs mean judge "
+                                           "score (MentalAlign's unit; numeric scores only).")] = "item",
+    leave_own_model_out: Annotated[bool, typer.Option(
+        "--leave-own-model-out", help="Leave out, per judge, the responses of its own model family.")] = False,
     format: FormatOpt = "table",
 ) -> None:
     """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
@@ -234,7 +293,8 @@ def agree(
         raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
     human = load_human_labels(labels, field=field)
     judge_frame = load_judgments(run_dir=run_dir, path=judgments, protocol=protocol)
-    report = agreement_report(human, judge_frame, dimension=dimension, protocol=protocol)
+    report = agreement_report(human, judge_frame, dimension=dimension, protocol=protocol,
+                              unit=unit, leave_own_model_out=leave_own_model_out)
     if format == "json":
         print(report.to_json())
     elif format == "csv":
@@ -260,16 +320,7 @@ def reproduce(
     if format == "json":
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
         return
-    frame = reproduction_table(paper, result)
-    if format == "csv":
-        print(frame.to_csv(index=False), end="")
-        return
-    table = Table(title=f"{paper}: {result.get('dataset', '')}")
-    for col in frame.columns:
-        table.add_column(str(col), overflow="fold")
-    for row in frame.itertuples(index=False):
-        table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
-    out.print(table)
+    _print_frame(reproduction_table(paper, result), f"{paper}: {result.get('dataset', '')}", format)
 
 
 # -- catalogues -----------------------------------------------------------------------------------

@@ -1,13 +1,23 @@
-"""The headline tables of a run, computed from its store: one row per protocol x model x judge."""
+"""The tables of a run: the one-line-per-protocol summary, and every table of the HTML report."""
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from mheval.engine.store import Store
 from mheval.records import Judgment
+
+if TYPE_CHECKING:
+    from mheval.report.cases import WorstCase
+    from mheval.report.rundata import RunData
+
+# The report's modules (and scipy with them) load only when a report is made, so that the plain
+# summary printed after every run stays quick to import.
+DEFAULT_WORST = 10
 
 # Where a case keeps the gold label that a label protocol's verdict is compared with.
 GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_label"}
@@ -69,3 +79,60 @@ def _gold(case: object, field: str) -> str | None:
     if value is None:
         value = case.metadata.get(field)  # type: ignore[attr-defined]
     return value
+
+
+# --------------------------------------------------------------------------- the report's tables
+
+
+@dataclass
+class ReportTables:
+    """Every table of the report, computed once: frames by export name, notes, and the worst cases."""
+
+    run: RunData
+    frames: dict[str, pd.DataFrame]
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    worst: list[WorstCase] = field(default_factory=list)
+
+    def frame(self, name: str) -> pd.DataFrame:
+        return self.frames.get(name, pd.DataFrame())
+
+
+def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst: int = DEFAULT_WORST
+                  ) -> ReportTables:
+    """All the report's numbers for a run (a RunData or a run folder)."""
+    from mheval.report.cases import worst_cases, worst_frame
+    from mheval.report.metrics import (
+        appropriateness_by_category,
+        gold_agreement,
+        label_distribution,
+        mentalalign_profile,
+        psycrisis_by_category,
+        psycrisis_dimensions,
+    )
+    from mheval.report.overview import judges_frame, models_frame, unscored_frame
+    from mheval.report.reliability import flag_counts, human_agreement, self_consistency, ungrounded_rates
+    from mheval.report.rundata import RunData, load_run
+
+    if not isinstance(run, RunData):
+        run = load_run(run)
+    agreement, agreement_notes = human_agreement(run, n_boot=n_boot)
+    worst = worst_cases(run, n_worst, redact=redact)
+    frames = {
+        "run_models": models_frame(run),
+        "run_judges": judges_frame(run),
+        "unscored_reasons": unscored_frame(run),
+        "appropriateness_by_category": appropriateness_by_category(run, n_boot=n_boot),
+        "psycrisis_by_category": psycrisis_by_category(run, n_boot=n_boot),
+        "psycrisis_dimensions": psycrisis_dimensions(run, n_boot=n_boot),
+        "mentalalign_profile": mentalalign_profile(run, n_boot=n_boot),
+        "dialogue_safety_labels": label_distribution(run, "dialogue-safety"),
+        "dialogue_safety_gold": gold_agreement(run, "dialogue-safety", GOLD_FIELDS["dialogue-safety"]),
+        "triage_labels": label_distribution(run, "crisis-triage"),
+        "triage_gold": gold_agreement(run, "crisis-triage", GOLD_FIELDS["crisis-triage"]),
+        "human_agreement": agreement,
+        "self_consistency": self_consistency(run, n_boot=n_boot),
+        "ungrounded": ungrounded_rates(run),
+        "flags": flag_counts(run),
+        "worst_cases": worst_frame(worst),
+    }
+    return ReportTables(run, frames, {"human_agreement": agreement_notes}, worst)

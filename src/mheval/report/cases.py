@@ -1,0 +1,203 @@
+"""The worst cases of a run, ready to show: conversation, response, each judge's verdict and evidence.
+
+Every text that came from a user, a model or a judge is HTML-escaped here before it meets markup; the
+only tags added are `<mark>` around evidence spans, so a response that contains HTML shows as text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from markupsafe import Markup, escape
+
+from mheval.records import Judgment
+from mheval.report.metrics import first_scored, score_value
+from mheval.report.overview import reason_kind
+from mheval.report.rundata import UNLABELLED, RunData, category_name
+from mheval.report.tables import DEFAULT_WORST
+
+_ELLIPSIS = re.compile(r"\.{3,}|…+")
+_QUOTE_CHARS = "\"'“”‘’「」『』"
+
+
+def _pattern(piece: str) -> re.Pattern[str] | None:
+    tokens = piece.strip().strip(_QUOTE_CHARS).split()
+    if not tokens:
+        return None
+    return re.compile(r"\s+".join(re.escape(t) for t in tokens), re.IGNORECASE)
+
+
+def evidence_spans(text: str, quotes: list[str]) -> list[tuple[int, int]]:
+    """Merged (start, end) spans of `text` matching the quotes (case and runs of whitespace ignored)."""
+    spans = []
+    for quote in quotes:
+        for piece in _ELLIPSIS.split(quote):
+            pattern = _pattern(piece)
+            if pattern is None:
+                continue
+            spans.extend(m.span() for m in pattern.finditer(text) if m.end() > m.start())
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def highlight(text: str, quotes: list[str]) -> Markup:
+    """`text` escaped, with the evidence spans wrapped in <mark>."""
+    out: list[str] = []
+    pos = 0
+    for start, end in evidence_spans(text, quotes):
+        out.append(str(escape(text[pos:start])))
+        out.append(f"<mark>{escape(text[start:end])}</mark>")
+        pos = end
+    out.append(str(escape(text[pos:])))
+    return Markup("".join(out))
+
+
+@dataclass
+class Verdict:
+    protocol: str
+    judge: str
+    summary: str
+    status: str
+    reason: str | None
+    rationale: Markup | None  # escaped, with the judge's own quotes marked
+    evidence: dict[str, list[str]]
+    flags: list[str]
+
+
+@dataclass
+class WorstCase:
+    rank: int
+    case_id: str
+    model: str
+    sample: int
+    category: str
+    category_name: str
+    language: str
+    appropriateness: float | None
+    psycrisis_total: float | None
+    turns: list[dict[str, Any]] = field(default_factory=list)  # role, html
+    response_html: Markup | None = None
+    error: str | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+def _summary(j: Judgment) -> str:
+    if j.status != "ok":
+        return f"unscored ({j.reason})"
+    if j.label is not None:
+        return f"label {j.label}"
+    value = score_value(j)
+    if j.protocol == "psycrisis" and value is not None:
+        met = [k for k, v in j.scores.items() if v >= 1]
+        return f"total {value:g}/5" + (f" (met: {', '.join(met)})" if met else " (none met)")
+    if value is not None:
+        return f"score {value:g}"
+    return ", ".join(f"{k} {v:g}" for k, v in j.scores.items())
+
+
+def _quotes(j: Judgment) -> list[str]:
+    return [q for qs in j.evidence.values() for q in qs]
+
+
+def _evidence(j: Judgment, redact: bool) -> dict[str, list[str]]:
+    if redact:  # quotes are pieces of the conversation or the response
+        return {d: [f"{len(q)} quote(s) redacted"] for d, q in j.evidence.items() if q}
+    return {d: list(q) for d, q in j.evidence.items() if q}
+
+
+def _badness(scores: dict[str, list[float]], labels: list[str]) -> tuple[float, float, int]:
+    appr = min(scores.get("appropriateness", []), default=math.inf)
+    psy = min(scores.get("psycrisis", []), default=math.inf)
+    unsafe = 0 if any(lab != "safe" for lab in labels) else 1
+    return (appr, psy, unsafe)
+
+
+def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -> list[WorstCase]:
+    """The `n` responses with the lowest appropriateness, then psycrisis total, then unsafe dialogue label."""
+    verdicts = [j for j in first_scored(run.judgments) if j.model is not None]
+    by_unit: dict[tuple[str, str, int], list[Judgment]] = defaultdict(list)
+    for j in verdicts:
+        by_unit[(j.case_id, j.model or "", j.sample or 0)].append(j)
+    ranked = []
+    for key, items in by_unit.items():
+        scores: dict[str, list[float]] = defaultdict(list)
+        labels = [str(j.label) for j in items if j.protocol == "dialogue-safety" and j.label is not None]
+        for j in items:
+            value = score_value(j)
+            if value is not None:
+                scores[j.protocol].append(value)
+        ranked.append((_badness(scores, labels), key, scores))
+    ranked.sort(key=lambda t: (t[0], t[1]))
+    responses = {(r.case_id, r.model, r.sample): r for r in run.responses}
+    triage = defaultdict(list)
+    for j in run.of("crisis-triage"):
+        triage[j.case_id].append(j)
+    unit_judgments = defaultdict(list)
+    for j in run.judgments:
+        if j.model is not None:
+            unit_judgments[(j.case_id, j.model, j.sample or 0)].append(j)
+
+    out = []
+    for rank, (_, key, scores) in enumerate(ranked[:n], start=1):
+        case_id, model, sample = key
+        case = run.cases.get(case_id)
+        category = run.category.get(case_id, UNLABELLED)
+        item = WorstCase(
+            rank=rank,
+            case_id=case_id,
+            model=model,
+            sample=sample,
+            category=category,
+            category_name=category_name(category),
+            language=case.language if case else "en",
+            appropriateness=min(scores["appropriateness"]) if scores.get("appropriateness") else None,
+            psycrisis_total=min(scores["psycrisis"]) if scores.get("psycrisis") else None,
+        )
+        case_verdicts = sorted(triage.get(case_id, []), key=lambda j: (j.judge, j.repeat))
+        resp_verdicts = sorted(unit_judgments[key], key=lambda j: (j.protocol, j.judge, j.repeat))
+        for j in [*case_verdicts, *resp_verdicts]:
+            item.verdicts.append(Verdict(
+                protocol=j.protocol, judge=j.judge + (f" (repeat {j.repeat})" if j.repeat else ""),
+                summary=_summary(j) if not redact or j.status == "ok" else f"unscored ({reason_kind(j.reason)})",
+                status=j.status, reason=reason_kind(j.reason) if redact else j.reason,
+                rationale=None if redact or not j.rationale else highlight(j.rationale, _quotes(j)),
+                evidence=_evidence(j, redact),
+                flags=list(j.flags),
+            ))
+        response = responses.get(key)
+        if response is not None and response.text is None:
+            item.error = response.error
+        if not redact:
+            case_quotes = [q for j in case_verdicts for q in _quotes(j)]
+            if case is not None:
+                item.turns = [{"role": t.role, "html": highlight(t.content, case_quotes if t.role == "user" else [])}
+                              for t in case.turns]
+            if response is not None and response.text is not None:
+                quotes = [q for j in resp_verdicts for q in _quotes(j)]
+                item.response_html = highlight(response.text, quotes)
+        out.append(item)
+    return out
+
+
+def worst_frame(items: list[WorstCase]) -> pd.DataFrame:
+    """The worst cases as a table of ids and numbers only (no texts), for the exports."""
+    return pd.DataFrame(
+        [{"rank": w.rank, "case_id": w.case_id, "model": w.model, "sample": w.sample, "category": w.category,
+          "language": w.language, "appropriateness": w.appropriateness, "psycrisis_total": w.psycrisis_total,
+          "flags": ", ".join(sorted({f for v in w.verdicts for f in v.flags}))} for w in items],
+        columns=["rank", "case_id", "model", "sample", "category", "language", "appropriateness",
+                 "psycrisis_total", "flags"],
+    )
+
+
+__all__ = ["DEFAULT_WORST", "WorstCase", "evidence_spans", "highlight", "worst_cases", "worst_frame"]

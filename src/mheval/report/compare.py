@@ -1,0 +1,148 @@
+"""Two runs side by side: per model and crisis category, how much did each headline number move?
+
+Values are first averaged per case (over samples), so a case counts once whatever its sample count.
+When the runs share cases, the comparison is paired over the shared cases: the mean of the per-case
+differences (b minus a) with a bootstrap interval, and a Wilcoxon signed-rank test. Otherwise the two
+means are compared with independent bootstraps and a Mann-Whitney U test.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from mheval.report.metrics import ALL, HARMFUL_MAX, response_values
+from mheval.report.rundata import RunData, category_sort_key, load_run
+from mheval.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_ci, bootstrap_sums, percentile_ci
+
+METRICS: tuple[tuple[str, str], ...] = (
+    ("appropriateness", "appropriateness"),  # (metric, protocol)
+    ("harmful_rate", "appropriateness"),
+    ("psycrisis_total", "psycrisis"),
+)
+MIN_TESTED = 2  # fewer paired cases than this: a difference, but no interval or test
+
+COLUMNS = ["metric", "model_a", "model_b", "judge_a", "judge_b", "category", "n_a", "n_b", "n_paired", "mean_a",
+           "mean_b", "diff", "diff_low", "diff_high", "test", "p_value", "note"]
+
+
+def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
+    """model, judge, case_id, category, value: one row per case (samples averaged)."""
+    values = response_values(run, protocol)
+    if values.empty:
+        return values
+    if metric == "harmful_rate":
+        values = values.assign(value=(values["value"] <= HARMFUL_MAX).astype(float))
+    return values.groupby(["model", "judge", "case_id", "category"], as_index=False, sort=False)["value"].mean()
+
+
+def _judge(frame: pd.DataFrame, run: RunData, prefer: str | None = None) -> str | None:
+    judges = list(dict.fromkeys(frame["judge"])) if not frame.empty else []
+    if prefer in judges:
+        return prefer
+    ordered = [j for j in run.judges if j in judges]
+    return (ordered or judges or [None])[0]
+
+
+def _model_pairs(models_a: list[str], models_b: list[str]) -> list[tuple[str, str]]:
+    shared = [m for m in models_a if m in models_b]
+    if shared:
+        return [(m, m) for m in shared]
+    if len(models_a) == 1 and len(models_b) == 1:
+        return [(models_a[0], models_b[0])]  # one model against another: the usual "which is safer" question
+    return []
+
+
+def _wilcoxon(d: np.ndarray) -> tuple[float | None, str]:
+    if not np.any(d != 0):
+        return 1.0, "no case changed"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(sps.wilcoxon(d, zero_method="wilcox").pvalue), ""
+
+
+def _mannwhitney(a: np.ndarray, b: np.ndarray) -> float | None:
+    if len(a) == 0 or len(b) == 0:
+        return None
+    if np.all(a == a[0]) and np.all(b == b[0]) and a[0] == b[0]:
+        return 1.0
+    return float(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def _unpaired_ci(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> tuple[float | None, float | None]:
+    if len(a) < 2 or len(b) < 2:
+        return None, None
+    ra = bootstrap_sums(a[:, None], n_boot, seed)[:, 0] / len(a)
+    rb = bootstrap_sums(b[:, None], n_boot, seed + 1)[:, 0] / len(b)
+    lo, hi, _ = percentile_ci(rb - ra)
+    return lo, hi
+
+
+def _compare_cell(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> dict[str, object]:
+    """a, b: per-case values indexed by case id."""
+    shared = a.index.intersection(b.index)
+    row: dict[str, object] = {"n_a": len(a), "n_b": len(b), "n_paired": len(shared), "mean_a": a.mean() if len(a) else
+                              None, "mean_b": b.mean() if len(b) else None, "note": ""}
+    if len(shared):
+        d = (b.loc[shared] - a.loc[shared]).to_numpy(dtype=float)
+        left_out = len(a) + len(b) - 2 * len(shared)
+        notes = [f"{left_out} case(s) in only one run left out of the paired comparison"] if left_out else []
+        if len(d) < MIN_TESTED:
+            notes.insert(0, "one shared case: no interval or test")
+            row.update(diff=float(d.mean()), diff_low=None, diff_high=None, test="paired", p_value=None,
+                       note="; ".join(notes))
+            return row
+        est = bootstrap_mean_ci(d, n_boot=n_boot, seed=seed)
+        p, note = _wilcoxon(d)
+        if note:
+            notes.insert(0, note)
+        row.update(diff=est.value, diff_low=est.ci_low, diff_high=est.ci_high, test="Wilcoxon signed-rank (paired)",
+                   p_value=p, note="; ".join(notes))
+        return row
+    av, bv = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    if len(av) == 0 or len(bv) == 0:
+        row.update(diff=None, diff_low=None, diff_high=None, test="", p_value=None, note="no values in one run")
+        return row
+    lo, hi = _unpaired_ci(av, bv, n_boot, seed)
+    row.update(diff=float(bv.mean() - av.mean()), diff_low=lo, diff_high=hi, test="Mann-Whitney U (unpaired)",
+               p_value=_mannwhitney(av, bv), note="the runs share no cases: independent samples")
+    return row
+
+
+def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT,
+                 seed: int = 0) -> pd.DataFrame:
+    """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category.
+
+    Categories come from run a (its first judge's triage, else gold), falling back to run b's for cases
+    only b has, so a paired case sits in one category. An `all` row per model pools the categories.
+    """
+    a = run_a if isinstance(run_a, RunData) else load_run(run_a)
+    b = run_b if isinstance(run_b, RunData) else load_run(run_b)
+    category = {**b.category, **a.category}
+    rows = []
+    for metric, protocol in METRICS:
+        fa, fb = _per_case(a, metric, protocol), _per_case(b, metric, protocol)
+        if fa.empty or fb.empty:
+            continue
+        judge_a = _judge(fa, a)
+        judge_b = _judge(fb, b, prefer=judge_a)
+        fa, fb = fa[fa["judge"] == judge_a], fb[fb["judge"] == judge_b]
+        for model_a, model_b in _model_pairs(list(dict.fromkeys(fa["model"])), list(dict.fromkeys(fb["model"]))):
+            sa = fa[fa["model"] == model_a].set_index("case_id")["value"]
+            sb = fb[fb["model"] == model_b].set_index("case_id")["value"]
+            cats = sorted({category.get(c, "unlabelled") for c in [*sa.index, *sb.index]}, key=category_sort_key)
+            for cat in [*cats, ALL]:
+                def pick(s: pd.Series, cat: str = cat) -> pd.Series:
+                    return s if cat == ALL else s[[category.get(c) == cat for c in s.index]]
+
+                cell = _compare_cell(pick(sa), pick(sb), n_boot, seed)
+                rows.append({"metric": metric, "model_a": model_a, "model_b": model_b, "judge_a": judge_a,
+                             "judge_b": judge_b, "category": cat, **cell})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+__all__ = ["compare_runs"]

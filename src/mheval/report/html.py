@@ -1,0 +1,278 @@
+"""`write_report`: one self-contained HTML file per run, plus its tables as CSV and Parquet.
+
+The page needs nothing but itself: CSS is inline, plots are PNG data URIs, there is no script and no
+external font, and a Content-Security-Policy forbids every fetch, so it opens the same from disk, an
+e-mail attachment or an air-gapped machine. Jinja2 autoescapes everything; the only markup built in
+Python is the `<mark>` of evidence spans around already-escaped text (see cases.highlight).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+from mheval import __version__ as mheval_version
+from mheval.report import figures
+from mheval.report import formatting as f
+from mheval.report.metrics import ALL
+from mheval.report.overview import facts
+from mheval.report.tables import ReportTables, report_tables
+
+REPORT_NAME = "report.html"
+REDACTED_NAME = "report-redacted.html"
+TABLES_DIR = "tables"
+
+CRISIS_LINES: tuple[tuple[str, str, str], ...] = (
+    ("United States", "988", "Suicide & Crisis Lifeline, call or text"),
+    ("UK and Ireland", "116 123", "Samaritans"),
+    ("Australia", "13 11 14", "Lifeline"),
+    ("Mainland China", "12356", "psychological assistance hotline"),
+    ("Elsewhere", "findahelpline.com", "or your local emergency number"),
+)
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write beside the target and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temp_name(path)
+    try:
+        with tmp.open("xb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
+    """Each non-empty table as `NAME.csv` and `NAME.parquet` in `folder`; stale files of empty tables go."""
+    from mheval.engine.export import frame_for_parquet
+
+    written = []
+    for name, frame in tables.frames.items():
+        paths = (folder / f"{name}.csv", folder / f"{name}.parquet")
+        if frame.empty:
+            for p in paths:
+                p.unlink(missing_ok=True)
+            continue
+        _atomic_write(paths[0], frame.to_csv(index=False).encode("utf-8"))
+        tmp = _temp_name(paths[1])
+        try:
+            frame_for_parquet(frame).to_parquet(tmp, index=False)
+            os.replace(tmp, paths[1])
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        written.extend(paths)
+    return written
+
+
+def _environment() -> Environment:
+    env = Environment(
+        loader=PackageLoader("mheval.report", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(num=f.num, pct=f.pct, money=f.money, seconds=f.seconds, interval=f.interval)
+    return env
+
+
+def _row_label(frame: pd.DataFrame) -> pd.DataFrame:
+    """A heatmap row per model, or per model x judge when several judges scored the same protocol."""
+    if frame.empty:
+        return frame
+    several = frame["judge"].nunique() > 1
+    return frame.assign(row=[f"{m} · {j}" if several else m for m, j in zip(frame["model"], frame["judge"],
+                                                                              strict=True)])
+
+
+def _is_all(row: dict[str, Any]) -> bool:
+    return row.get("category") == ALL
+
+
+def _sections(t: ReportTables) -> dict[str, Any]:
+    appr = t.frame("appropriateness_by_category")
+    psy = t.frame("psycrisis_by_category")
+    cells = {
+        "appropriateness": f.display(appr, [
+            f.text("model"), f.text("judge"), f.text("category_name", "category"),
+            f.col("n", "responses", f.num),
+            f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
+            f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
+            f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
+        ], _is_all, group=2),
+        "psycrisis_category": f.display(psy, [
+            f.text("model"), f.text("judge"), f.text("category_name", "category"),
+            f.col("n", "responses", f.num), f.est("total", "mean total (0–5) [95% CI]"),
+        ], _is_all, group=2),
+        "psycrisis_dimensions": f.display(t.frame("psycrisis_dimensions"), [
+            f.text("model"), f.text("judge"), f.text("dimension_name", "dimension"), f.col("n", "responses", f.num),
+            f.Column("met [95% CI]", lambda r: f.interval(r["rate"], r["rate_low"], r["rate_high"])
+                     if r["dimension"] == "total" else f.pct(r["rate"], r["rate_low"], r["rate_high"], r["met"],
+                                                             r["n"])),
+        ], lambda r: r["dimension"] == "total", group=2),
+        "mentalalign": f.display(t.frame("mentalalign_profile"), [
+            f.text("model"), f.text("judge"), f.text("attribute_name", "attribute"), f.col("n", "responses", f.num),
+            f.est("mean", "mean (1–5) [95% CI]"),
+        ], lambda r: r["attribute"] in ("css", "ars"), group=2),
+        "dialogue_labels": f.display(t.frame("dialogue_safety_labels"), [
+            f.text("model"), f.text("judge"), f.text("label_name", "label"), f.rate("share", "share [95% CI]"),
+        ], lambda r: r["label"] == "safe", group=2),
+        "dialogue_gold": f.display(t.frame("dialogue_safety_gold"), [
+            f.text("model"), f.text("judge"), f.rate("agree", "same label as the gold label [95% CI]"),
+        ]),
+        "triage_labels": f.display(t.frame("triage_labels"), [
+            f.text("judge"), f.text("label_name", "label"), f.rate("share", "share of cases [95% CI]"),
+        ], group=1),
+        "triage_gold": f.display(t.frame("triage_gold"), [
+            f.text("judge"), f.rate("agree", "same label as the gold label [95% CI]"),
+        ]),
+        "agreement": f.display(t.frame("human_agreement"), [
+            f.text("source"), f.text("protocol"), f.text("dimension"), f.text("block", "who"),
+            f.col("items", "items", f.num), f.text("statistic"), f.est("value", "agreement [95% CI]"),
+            f.text("verdict", "precision", title="width of the 95% CI: Good ≤ 0.355, Moderate ≤ 0.560, else Poor"),
+            f.text("vs_humans", "vs human pairs", title="below, within or above the range of human-vs-human pairs"),
+            f.text("leniency"), f.col("unscored", "unscored", f.num),
+        ], lambda r: r["kind"] == "human"),
+        "consistency": f.display(t.frame("self_consistency"), [
+            f.text("protocol"), f.text("judge"), f.col("units", "units", f.num), f.col("repeats", "repeats", f.num),
+            f.rate("identical", "all repeats identical [95% CI]", n_key="units"), f.text("statistic"),
+            f.est("value", "value [95% CI]"),
+        ]),
+        "ungrounded": f.display(t.frame("ungrounded"), [
+            f.text("judge"), f.text("protocol"), f.col("judgments", "judgments", f.num),
+            f.rate("ungrounded", "ungrounded [95% CI]", n_key="judgments"),
+        ]),
+        "flags": f.display(t.frame("flags"), [
+            f.text("judge"), f.text("protocol"), f.text("flag"), f.col("count", "judgments", f.num),
+        ]),
+        "models": f.display(t.frame("run_models"), [
+            f.text("model"), f.col("responses", "responses", f.num), f.col("failed", "failed calls", f.num),
+            f.col("cached", "from cache", f.num), f.col("prompt_tokens", "prompt tokens", f.num),
+            f.col("completion_tokens", "completion tokens", f.num), f.col("cost_usd", "cost", f.money),
+            f.col("latency_s", "time (sum of latencies)", f.seconds),
+        ]),
+        "judges": f.display(t.frame("run_judges"), [
+            f.text("judge"), f.text("protocol"), f.col("judgments", "judgments", f.num),
+            f.col("scored", "scored", f.num), f.col("unscored", "unscored", f.num),
+            f.col("repeats", "repeats", f.num), f.col("prompt_tokens", "prompt tokens", f.num),
+            f.col("completion_tokens", "completion tokens", f.num), f.col("cost_usd", "cost", f.money),
+            f.col("latency_s", "time (sum of latencies)", f.seconds),
+        ]),
+        "unscored": f.display(t.frame("unscored_reasons"), [
+            f.text("protocol"), f.text("judge"), f.text("reason"), f.col("count", "judgments", f.num),
+        ]),
+    }
+    return cells
+
+
+def _headlines(t: ReportTables) -> list[dict[str, Any]]:
+    """One card per model x judge: the pooled numbers a reader looks for first."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    appr = t.frame("appropriateness_by_category")
+    if not appr.empty:
+        for r in appr[appr["category"] == ALL].to_dict("records"):
+            card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
+            card["items"].append(("mean appropriateness (1–5)", f.interval(r["mean"], r["mean_low"], r["mean_high"])))
+            card["items"].append(("harmful replies (score 1)", f.pct(r["harmful_rate"], r["harmful_rate_low"],
+                                                                     r["harmful_rate_high"], r["harmful_n"], r["n"])))
+            worst = appr[(appr["model"] == r["model"]) & (appr["judge"] == r["judge"]) & (appr["category"] != ALL)]
+            if len(worst) > 1:
+                low = worst.sort_values("mean", kind="stable").iloc[0]
+                card["items"].append(("weakest category", f"{low['category_name']} ({f.num(low['mean'])})"))
+    psy = t.frame("psycrisis_by_category")
+    if not psy.empty:
+        for r in psy[psy["category"] == ALL].to_dict("records"):
+            card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
+            card["items"].append(("PsyCrisis total (0–5)", f.interval(r["total"], r["total_low"], r["total_high"])))
+    return list(out.values())
+
+
+def _figures(t: ReportTables) -> list[dict[str, str]]:
+    out = []
+    appr = _row_label(t.frame("appropriateness_by_category"))
+    if not appr.empty:
+        uri = figures.heatmap(appr, "mean", title="Mean appropriateness by crisis category (1 harmful – 5 fully "
+                              "appropriate)", vmin=1, vmax=5, cmap="RdYlGn", row_label="row")
+        out.append({"key": "appropriateness", "uri": uri, "alt": "Heatmap of mean appropriateness per model and "
+                    "crisis category"})
+        uri = figures.heatmap(appr.assign(harmful=appr["harmful_rate"]), "harmful", title="Share of harmful replies "
+                              "(score 1) by crisis category", vmin=0, vmax=1, cmap="Reds", fmt="{:.0%}",
+                              row_label="row")
+        out.append({"key": "harmful", "uri": uri, "alt": "Heatmap of harmful-reply rates per model and category"})
+    psy = _row_label(t.frame("psycrisis_by_category"))
+    if not psy.empty:
+        uri = figures.heatmap(psy, "total", title="Mean PsyCrisis total by crisis category (0–5)", vmin=0, vmax=5,
+                              cmap="RdYlGn", row_label="row")
+        out.append({"key": "psycrisis_category", "uri": uri, "alt": "Heatmap of PsyCrisis totals per model and "
+                    "category"})
+    dims = _row_label(t.frame("psycrisis_dimensions"))
+    if not dims.empty:
+        rates = dims[dims["dimension"] != "total"]
+        uri = figures.interval_bars(rates, item="dimension", item_label="dimension_name", value="rate",
+                                    title="PsyCrisis: share of replies that meet each dimension (95% Wilson CI)",
+                                    xlim=(0, 1), xlabel="share of replies", group="row")
+        out.append({"key": "psycrisis_dimensions", "uri": uri, "alt": "Bars of PsyCrisis dimension rates"})
+    ma = _row_label(t.frame("mentalalign_profile"))
+    if not ma.empty:
+        uri = figures.interval_bars(ma, item="attribute", item_label="attribute_name", value="mean",
+                                    title="MentalAlign profile: mean per attribute (95% bootstrap CI)", xlim=(1, 5),
+                                    xlabel="mean score (1–5)", group="row")
+        out.append({"key": "mentalalign", "uri": uri, "alt": "Bars of MentalAlign attribute means"})
+    return [x for x in out if x["uri"]]
+
+
+def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTables | None = None) -> str:
+    """The report's HTML as a string."""
+    t = tables or report_tables(run_dir, redact=redact)
+    figs = {x["key"]: x for x in _figures(t)}
+    run_facts = facts(t.run)
+    if redact:  # a shared report need not show where the run lives on someone's disk
+        run_facts["run_dir"] = Path(run_facts["run_dir"]).name
+    context = {
+        "facts": run_facts,
+        "config": t.run.config,
+        "redact": redact,
+        "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "version": mheval_version,
+        "crisis_lines": CRISIS_LINES,
+        "headlines": _headlines(t),
+        "tables": _sections(t),
+        "figures": figs,
+        "notes": t.notes,
+        "worst": t.worst,
+        "protocols": t.run.protocols,
+        "has_repeats": any(j.repeat > 0 for j in t.run.judgments),
+        "cjk_families": figures.CJK_FAMILIES,
+    }
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+def write_report(run_dir: str | Path, *, redact: bool = False, output: Path | None = None) -> Path:
+    """Write `report.html` (or `report-redacted.html`) into the run folder, or to `output`; returns its path.
+
+    The tables go beside it in `tables/` as CSV and Parquet (ids and numbers only, no texts). Every file
+    is written to a temporary name and renamed, so an interrupted write leaves the old report whole.
+    """
+    run_dir = Path(run_dir)
+    t = report_tables(run_dir, redact=redact)
+    html = render_report(run_dir, redact=redact, tables=t)
+    path = Path(output) if output is not None else run_dir / (REDACTED_NAME if redact else REPORT_NAME)
+    write_tables(t, path.parent / TABLES_DIR)
+    _atomic_write(path, html.encode("utf-8"))
+    return path
+
+
+__all__ = ["CRISIS_LINES", "render_report", "write_report", "write_tables"]

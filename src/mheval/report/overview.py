@@ -1,0 +1,107 @@
+"""What a run was and what it cost: suites, models, judges, protocols, counts, tokens, cost, time."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+import pandas as pd
+
+from mheval.report.rundata import RunData
+
+
+def reason_kind(reason: str | None) -> str:
+    """`parse_failure: no JSON object found` -> `parse_failure`."""
+    return (reason or "unspecified").split(":")[0].strip() or "unspecified"
+
+
+def models_frame(run: RunData) -> pd.DataFrame:
+    """Per target model: responses, failed calls, tokens, cost and summed latency."""
+    rows: dict[str, dict[str, Any]] = {}
+    for r in run.responses:
+        row = rows.setdefault(
+            r.model,
+            {"model": r.model, "responses": 0, "failed": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0,
+             "cost_usd": 0.0, "latency_s": 0.0},
+        )
+        row["responses"] += 1
+        row["failed"] += int(r.text is None)
+        row["cached"] += int(r.cached)
+        row["prompt_tokens"] += r.usage.prompt_tokens
+        row["completion_tokens"] += r.usage.completion_tokens
+        row["cost_usd"] += r.usage.cost_usd
+        row["latency_s"] += r.latency_s
+    return pd.DataFrame(list(rows.values()), columns=["model", "responses", "failed", "cached", "prompt_tokens",
+                                                      "completion_tokens", "cost_usd", "latency_s"])
+
+
+def judges_frame(run: RunData) -> pd.DataFrame:
+    """Per judge x protocol: judgments, scored, unscored, repeats, tokens, cost and summed latency."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for j in run.judgments:
+        row = rows.setdefault(
+            (j.judge, j.protocol),
+            {"judge": j.judge, "protocol": j.protocol, "judgments": 0, "scored": 0, "unscored": 0, "repeats": 0,
+             "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "latency_s": 0.0},
+        )
+        row["judgments"] += 1
+        row["scored"] += int(j.status == "ok")
+        row["unscored"] += int(j.status != "ok")
+        row["repeats"] = max(row["repeats"], j.repeat + 1)
+        row["prompt_tokens"] += j.usage.prompt_tokens
+        row["completion_tokens"] += j.usage.completion_tokens
+        row["cost_usd"] += j.usage.cost_usd
+        row["latency_s"] += j.latency_s
+    order = {p: i for i, p in enumerate(run.protocols)}
+    judges = run.judges
+    ordered = sorted(rows.values(), key=lambda r: (judges.index(r["judge"]), order.get(r["protocol"], 99)))
+    return pd.DataFrame(ordered, columns=["judge", "protocol", "judgments", "scored", "unscored", "repeats",
+                                          "prompt_tokens", "completion_tokens", "cost_usd", "latency_s"])
+
+
+def unscored_frame(run: RunData) -> pd.DataFrame:
+    """Unscored judgments by protocol, judge and reason (the part before the colon)."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for j in run.judgments:
+        if j.status != "ok":
+            counts[(j.protocol, j.judge, reason_kind(j.reason))] += 1
+    rows = [{"protocol": p, "judge": jd, "reason": r, "count": n} for (p, jd, r), n in sorted(counts.items())]
+    return pd.DataFrame(rows, columns=["protocol", "judge", "reason", "count"])
+
+
+def facts(run: RunData) -> dict[str, Any]:
+    """Headline facts of the run for the header and the terminal summary."""
+    languages = Counter(c.language for c in run.cases.values())
+    turns = Counter("multi-turn" if len(c.turns) > 1 else "single-turn" for c in run.cases.values())
+    tokens = defaultdict(int)
+    cost = 0.0
+    for item in [*run.responses, *run.judgments]:
+        tokens["prompt"] += item.usage.prompt_tokens
+        tokens["completion"] += item.usage.completion_tokens
+        cost += item.usage.cost_usd
+    unscored = sum(1 for j in run.judgments if j.status != "ok")
+    return {
+        "run_dir": str(run.run_dir),
+        "suite": run.suite,
+        "cases": len(run.cases),
+        "languages": dict(languages),
+        "turns": dict(turns),
+        "models": run.models,
+        "judges": run.judges,
+        "protocols": run.protocols,
+        "samples": run.config.get("samples"),
+        "repeats": max([j.repeat + 1 for j in run.judgments], default=0),
+        "responses": len(run.responses),
+        "failed_responses": sum(1 for r in run.responses if r.text is None),
+        "judgments": len(run.judgments),
+        "unscored": unscored,
+        "prompt_tokens": tokens["prompt"],
+        "completion_tokens": tokens["completion"],
+        "cost_usd": cost,
+        "response_latency_s": sum(r.latency_s for r in run.responses),
+        "judge_latency_s": sum(j.latency_s for j in run.judgments),
+        "category_note": run.category_note(),
+    }
+
+
+__all__ = ["facts", "judges_frame", "models_frame", "reason_kind", "unscored_frame"]

@@ -1,0 +1,174 @@
+"""A run folder read once for reporting: cases, responses, judgments, config, and each case's category.
+
+The category of a case is the crisis-triage label given by the run's first judge (repeat 0), else the
+case's gold label, else "unlabelled": the same rule the engine uses to pick the appropriateness rubric
+row, so a report groups each response by the row it was judged against.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mheval.engine.store import Store
+from mheval.records import CRISIS_LABELS, Case, Judgment, Response
+
+TRIAGE = "crisis-triage"
+UNLABELLED = "unlabelled"
+CATEGORY_ORDER: tuple[str, ...] = (*CRISIS_LABELS, UNLABELLED)
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    config: dict[str, Any]
+    cases: dict[str, Case]
+    responses: list[Response]
+    judgments: list[Judgment]
+    first_judge: str | None = None
+    category: dict[str, str] = field(default_factory=dict)
+    category_source: dict[str, str] = field(default_factory=dict)  # "triage", "gold" or "none"
+
+    @property
+    def models(self) -> list[str]:
+        seen = [r.model for r in self.responses] + [j.model for j in self.judgments if j.model]
+        return list(dict.fromkeys(seen))
+
+    @property
+    def judges(self) -> list[str]:
+        """Judges in the run's configured order, then any others found in the store."""
+        found = list(dict.fromkeys(j.judge for j in self.judgments))
+        configured = [j for j in self.config.get("judges") or [] if j in found]
+        return list(dict.fromkeys([*configured, *found]))
+
+    @property
+    def protocols(self) -> list[str]:
+        from mheval.protocols.spec import BUILTIN_ORDER
+
+        found = list(dict.fromkeys(j.protocol for j in self.judgments))
+        return sorted(found, key=lambda p: (BUILTIN_ORDER.index(p) if p in BUILTIN_ORDER else len(BUILTIN_ORDER), p))
+
+    @property
+    def suite(self) -> str:
+        if self.config.get("suite"):
+            return str(self.config["suite"])
+        sources = Counter(c.source or "-" for c in self.cases.values())
+        return ", ".join(sources)
+
+    def of(self, protocol: str) -> list[Judgment]:
+        return [j for j in self.judgments if j.protocol == protocol]
+
+    def category_note(self) -> str:
+        """Says where the categories came from, e.g. 'triage by offline for 10 cases, gold label for 2'."""
+        counts = Counter(self.category_source.get(cid, "none") for cid in self.cases)
+        parts = []
+        if counts.get("triage"):
+            parts.append(f"the crisis-triage label of judge {self.first_judge} for {counts['triage']} case(s)")
+        if counts.get("gold"):
+            parts.append(f"the gold label of the suite for {counts['gold']} case(s)")
+        if counts.get("none"):
+            parts.append(f"none (shown as '{UNLABELLED}') for {counts['none']} case(s)")
+        return "; ".join(parts) if parts else "no cases"
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read everything a report needs from a run folder (raises InputError when it is not one)."""
+    run_dir = Path(run_dir)
+    with Store.open_existing(run_dir) as store:
+        cases = {c.id: c for c in store.cases()}
+        responses = store.responses()
+        judgments = store.judgments()
+        config = store.get_meta("config") or _config_file(run_dir)
+    data = RunData(run_dir, config or {}, cases, responses, judgments)
+    assign_categories(data)
+    return data
+
+
+def _config_file(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return {}
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def assign_categories(data: RunData) -> None:
+    triage = [j for j in data.of(TRIAGE) if j.status == "ok" and j.label and j.repeat == 0]
+    judges = list(dict.fromkeys(j.judge for j in triage))
+    configured = [j for j in data.config.get("judges") or [] if j in judges]
+    data.first_judge = (configured or judges or [None])[0]
+    by_case = {j.case_id: j.label for j in triage if j.judge == data.first_judge}
+    for cid, case in data.cases.items():
+        if by_case.get(cid):
+            data.category[cid], data.category_source[cid] = str(by_case[cid]), "triage"
+        elif case.crisis_label:
+            data.category[cid], data.category_source[cid] = case.crisis_label, "gold"
+        else:
+            data.category[cid], data.category_source[cid] = UNLABELLED, "none"
+
+
+def category_sort_key(category: str) -> tuple[int, str]:
+    return (CATEGORY_ORDER.index(category) if category in CATEGORY_ORDER else len(CATEGORY_ORDER), category)
+
+
+@functools.lru_cache(maxsize=16)
+def _protocol(protocol_id: str) -> Any:
+    from mheval.protocols import load_protocol
+
+    try:
+        return load_protocol(protocol_id)
+    except Exception:  # a custom protocol file that moved: names fall back to ids
+        return None
+
+
+def label_name(protocol_id: str, label: str, language: str = "en") -> str:
+    spec = _protocol(protocol_id)
+    if spec is None or not spec.labels or label not in spec.labels:
+        return label
+    return spec.label_def(label).name.get(language)
+
+
+def category_name(category: str) -> str:
+    """'Suicidal ideation · 自杀意念' for a crisis label; the id itself for anything else."""
+    if category not in CRISIS_LABELS:
+        return category
+    en, zh = label_name(TRIAGE, category, "en"), label_name(TRIAGE, category, "zh")
+    return f"{en} · {zh}" if zh != en else en
+
+
+def dimension_names(protocol_id: str) -> dict[str, str]:
+    spec = _protocol(protocol_id)
+    if spec is None:
+        return {}
+    return {d: spec.dimension_def(d).name.en for d in spec.dimensions}
+
+
+def protocol_dimensions(protocol_id: str) -> list[str]:
+    spec = _protocol(protocol_id)
+    return list(spec.dimensions) if spec is not None else []
+
+
+def protocol_labels(protocol_id: str) -> list[str]:
+    spec = _protocol(protocol_id)
+    return list(spec.labels or []) if spec is not None else []
+
+
+def protocol_aggregate(protocol_id: str, scores: dict[str, float]) -> dict[str, float]:
+    spec = _protocol(protocol_id)
+    return spec.aggregate(scores) if spec is not None else {}
+
+
+__all__ = [
+    "CATEGORY_ORDER",
+    "UNLABELLED",
+    "RunData",
+    "assign_categories",
+    "category_name",
+    "category_sort_key",
+    "load_run",
+]

@@ -1,0 +1,177 @@
+"""Plain-text summaries for the terminal: the report's headline numbers, and a run comparison.
+
+Plain text (not rich markup) so the same string prints in a terminal, a CI log or a file; column
+widths count East Asian wide characters as two cells.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from mheval.report import formatting as f
+from mheval.report.metrics import ALL
+from mheval.report.rundata import label_name
+from mheval.report.tables import ReportTables, report_tables
+
+CONTENT_LINE = ("Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
+                "· CN 12356 · elsewhere findahelpline.com")
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1 for ch in text)
+
+
+def _pad(text: str, width: int, right: bool) -> str:
+    space = " " * max(0, width - _width(text))
+    return space + text if right else text + space
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool] | None = None) -> str:
+    """Aligned columns; a column with no value in any row ("–" throughout) is left out."""
+    numeric = list(numeric or [False] * len(headers))
+    keep = [i for i in range(len(headers)) if not rows or any(r[i] not in ("–", "") for r in rows)]
+    headers, numeric = [headers[i] for i in keep], [numeric[i] for i in keep]
+    rows = [[r[i] for i in keep] for r in rows]
+    widths = [max([_width(h), *(_width(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = ["  ".join(_pad(h, w, n) for h, w, n in zip(headers, widths, numeric, strict=True)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines.extend("  ".join(_pad(c, w, n) for c, w, n in zip(r, widths, numeric, strict=True)).rstrip() for r in rows)
+    return "\n".join(lines)
+
+
+def _category(cat: str) -> str:
+    return "all categories" if cat == ALL else label_name("crisis-triage", cat)
+
+
+def headline_frame(tables: ReportTables) -> pd.DataFrame:
+    """One row per model x judge: pooled appropriateness, harmful and inappropriate rates, PsyCrisis total."""
+    appr = tables.frame("appropriateness_by_category")
+    psy = tables.frame("psycrisis_by_category")
+    keys: list[tuple[str, str]] = []
+    for frame in (appr, psy):
+        if not frame.empty:
+            keys.extend(zip(frame["model"], frame["judge"], strict=True))
+    rows = []
+    for model, judge in dict.fromkeys(keys):
+        row: dict[str, object] = {"model": model, "judge": judge}
+        if not appr.empty:
+            sel = appr[(appr["model"] == model) & (appr["judge"] == judge)]
+            pooled = sel[sel["category"] == ALL]
+            if not pooled.empty:
+                r = pooled.iloc[0]
+                row.update({k: r[k] for k in ("n", "mean", "mean_low", "mean_high", "harmful_n", "harmful_rate",
+                                              "harmful_rate_low", "harmful_rate_high", "inappropriate_n",
+                                              "inappropriate_rate", "inappropriate_rate_low",
+                                              "inappropriate_rate_high")})
+                cats = sel[sel["category"] != ALL].dropna(subset=["mean"])
+                if len(cats) > 1:
+                    low = cats.sort_values("mean", kind="stable").iloc[0]
+                    row["weakest_category"], row["weakest_mean"] = low["category"], low["mean"]
+        if not psy.empty:
+            sel = psy[(psy["model"] == model) & (psy["judge"] == judge)]
+            pooled = sel[sel["category"] == ALL]
+            if not pooled.empty:
+                r = pooled.iloc[0]
+                row.update({"psycrisis_n": r["n"], "psycrisis_total": r["total"], "psycrisis_total_low":
+                            r["total_low"], "psycrisis_total_high": r["total_high"]})
+            cats = sel[sel["category"] != ALL].dropna(subset=["total"])
+            if "weakest_category" not in row and len(cats) > 1:  # no appropriateness: PsyCrisis decides
+                low = cats.sort_values("total", kind="stable").iloc[0]
+                row["weakest_category"], row["weakest_mean"] = low["category"], low["total"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
+    """The report's headline numbers as plain text (for `mheval summary`)."""
+    t = tables or report_tables(run_dir)
+    from mheval.report.overview import facts
+
+    fx = facts(t.run)
+    langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())
+    out = [
+        f"mheval summary: {fx['run_dir']}",
+        CONTENT_LINE,
+        "",
+        f"suite {fx['suite']}: {fx['cases']} cases ({langs})",
+        f"models: {', '.join(fx['models']) or '-'} | judges: {', '.join(fx['judges']) or '-'} | "
+        f"protocols: {', '.join(fx['protocols']) or '-'}",
+        f"{fx['responses']} responses ({fx['failed_responses']} failed) | {fx['judgments']} judgments "
+        f"({fx['unscored']} unscored) | tokens {f.num(fx['prompt_tokens'])} + {f.num(fx['completion_tokens'])} | "
+        f"cost {f.money(fx['cost_usd'])} | time {f.seconds(fx['response_latency_s'])} responses, "
+        f"{f.seconds(fx['judge_latency_s'])} judgments (sums of latencies)",
+        f"crisis category: {fx['category_note']}",
+    ]
+    head = headline_frame(t)
+    if not head.empty:
+        rows = []
+        for r in head.to_dict("records"):
+            rows.append([
+                str(r["model"]), str(r["judge"]),
+                f.interval(r.get("mean"), r.get("mean_low"), r.get("mean_high")),
+                f.pct(r.get("harmful_rate"), r.get("harmful_rate_low"), r.get("harmful_rate_high"),
+                      r.get("harmful_n"), r.get("n")),
+                f.pct(r.get("inappropriate_rate"), r.get("inappropriate_rate_low"), r.get("inappropriate_rate_high")),
+                f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
+                f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
+                if not f.missing(r.get("weakest_category")) else "–",
+            ])
+        out += ["", "Headline (95% CIs; all crisis categories pooled)", text_table(
+            ["model", "judge", "appropriateness 1-5", "harmful (score 1)", "inappropriate (<=2)", "psycrisis 0-5",
+             "weakest category"], rows, [False, False, True, True, True, True, False])]
+    appr = t.frame("appropriateness_by_category")
+    if not appr.empty:
+        rows = [[str(r["model"]), str(r["judge"]), _category(r["category"]), str(r["n"]),
+                 f.interval(r["mean"], r["mean_low"], r["mean_high"]),
+                 f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"])]
+                for r in appr.to_dict("records") if r["category"] != ALL]
+        out += ["", "Appropriateness by crisis category", text_table(
+            ["model", "judge", "category", "n", "mean [95% CI]", "harmful [95% CI]"], rows,
+            [False, False, False, True, True, True])]
+    unscored = t.frame("unscored_reasons")
+    if not unscored.empty:
+        out += ["", "Unscored judgments: " + "; ".join(
+            f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records"))]
+    ungrounded = t.frame("ungrounded")
+    if not ungrounded.empty and ungrounded["ungrounded_n"].sum():
+        out.append("Ungrounded verdicts: " + "; ".join(
+            f"{r['judge']}/{r['protocol']} {f.pct(r['ungrounded_rate'])}" for r in ungrounded.to_dict("records")
+            if r["ungrounded_n"]))
+    agreement = t.frame("human_agreement")
+    if not agreement.empty:
+        judges = agreement[agreement["kind"] == "judge"]
+        out.append("Agreement with human labels: " + "; ".join(
+            f"{r['block']} on {r['protocol']}{' ' + r['dimension'] if r['dimension'] else ''}: {r['statistic']} "
+            f"{f.interval(r['value'], r.get('value_low'), r.get('value_high'))} ({r['verdict'] or 'n/a'}, "
+            f"{r['vs_humans'] or 'n/a'} human range)" for r in judges.to_dict("records")))
+    return "\n".join(out) + "\n"
+
+
+def format_comparison(frame: pd.DataFrame) -> str:
+    """`compare_runs` output as a plain-text table (differences are b minus a)."""
+    if frame.empty:
+        return "no comparable numbers: the runs share no model and metric\n"
+    rows = []
+    for r in frame.to_dict("records"):
+        pct = r["metric"] == "harmful_rate"
+        scale = 100 if pct else 1
+        unit = " pp" if pct else ""
+
+        def v(x: object, scale: float = scale) -> str:
+            return "–" if f.missing(x) else f"{float(x) * scale:+.2f}" if scale == 1 else f"{float(x) * scale:+.0f}"
+
+        model = r["model_a"] if r["model_a"] == r["model_b"] else f"{r['model_a']} -> {r['model_b']}"
+        rows.append([
+            r["metric"], model, _category(r["category"]), f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
+            f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
+            "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}", r["test"],
+        ])
+    return text_table(["metric", "model", "category", "n a/b/paired", "b - a [95% CI]", "p", "test"], rows,
+                      [False, False, False, True, True, True, False]) + "\n"
+
+
+__all__ = ["format_comparison", "headline_frame", "summary_text", "text_table"]
