@@ -689,6 +689,6 @@ def test_response_level_labels_from_a_file_feed_the_model_unit(tmp_path: Path) -
     direct = agreement_report(human, judged, unit="model", n_boot=0)
     for name in JUDGES:
         assert report.block(name).stats["icc_a1"].value == pytest.approx(direct.block(name).stats["icc_a1"].value)
-    with pytest.raises(InputError, match="duplicate rating.*model 'claude'"):
+    with pytest.raises(InputError, match=r"duplicate rating.*model 'claude'"):
         path.write_text("id,rater,model,value\nc1,H1,claude,3\nc1,H1,gpt4o,4\nc1,H1,claude,5\n")
         load_human_labels(path)

@@ -304,13 +304,15 @@ def test_context_only_cues_need_a_crisis_case() -> None:
 # The judge
 
 
-def test_supports_only_its_two_protocols() -> None:
+def test_supports_the_lexicon_protocols_and_the_shipped_models() -> None:
     offline = OfflineJudge()
     assert offline.name == "offline"
-    assert {"crisis-triage", "psycrisis"} == SUPPORTED_PROTOCOLS
+    assert {"crisis-triage", "psycrisis", "dialogue-safety", "appropriateness"} == SUPPORTED_PROTOCOLS
     assert offline.supports(TRIAGE) and offline.supports(PSYCRISIS)
     assert not offline.supports(SimpleNamespace(id="mentalalign"))
     assert not offline.supports(object())
+    lexicon_only = OfflineJudge(models=False)
+    assert lexicon_only.protocols == {"crisis-triage", "psycrisis"}
 
 
 def test_triage_judgment_shape() -> None:
@@ -363,7 +365,7 @@ def test_an_empty_reply_is_scored_as_poor_not_unscored() -> None:
 
 
 def test_unsupported_protocol_is_unscored() -> None:
-    judgment = judge(SimpleNamespace(id="appropriateness"), make_case("hi"), reply("hello"))
+    judgment = judge(SimpleNamespace(id="mentalalign"), make_case("hi"), reply("hello"))
     assert judgment.status == "unscored"
     assert judgment.reason.startswith("unsupported")
     assert judgment.label is None and judgment.scores == {}

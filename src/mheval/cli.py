@@ -47,6 +47,13 @@ OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (de
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+GroundingOpt = Annotated[str | None, typer.Option(
+    "--grounding", help="strict, flag or off: what an LLM judge's positive claim costs when its quote is not in "
+                        "the response (strict withdraws it, flag keeps it and flags it).")]
+PanelOpt = Annotated[list[str] | None, typer.Option(
+    "--panel", help="Also aggregate the judges: majority, mean or median (repeatable).")]
+LeaveOwnOpt = Annotated[bool | None, typer.Option(
+    "--leave-own-model-out/--keep-own-model", help="Skip units where the judge is of the judged model's family.")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 REPORT_FORMATS = ("table", "json", "csv")
 
@@ -130,11 +137,15 @@ def run(
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
     max_tokens: MaxTokOpt = None,
+    grounding: GroundingOpt = None,
+    panel: PanelOpt = None,
+    leave_own_model_out: LeaveOwnOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
-                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens)
+                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens,
+                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out)
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -147,11 +158,12 @@ def triage(
     limit: LimitOpt = None,
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
+    panel: PanelOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Crisis triage of each case's user input only."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=["crisis-triage"],
-                  repeats=repeats, limit=limit, concurrency=concurrency)
+                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel)
     _execute(cfg, ("triage",), quiet)
 
 
@@ -185,12 +197,31 @@ def judge(
     responses: Annotated[Path | None, typer.Option(help="JSONL of responses made elsewhere "
                                                       "(case_id, model, sample, text).")] = None,
     concurrency: ConcOpt = None,
+    grounding: GroundingOpt = None,
+    panel: PanelOpt = None,
+    leave_own_model_out: LeaveOwnOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
-                  limit=limit, concurrency=concurrency)
+                  limit=limit, concurrency=concurrency, grounding=grounding, panel=panel,
+                  leave_own_model_out=leave_own_model_out)
     _execute(cfg, ("triage", "judge"), quiet, responses)
+
+
+@app.command("import")
+def import_(
+    source: Annotated[str, typer.Argument(help="mentalalign or help-harm.")],
+    path: Annotated[Path, typer.Argument(help="The published files: the paper's data folder, or one file.")],
+    out_dir: Annotated[Path, typer.Option("--out", "-o", help="The new run folder to create.")],
+) -> None:
+    """Turn a paper's published judge outputs into judgments in a new run folder (then summary, agree ...)."""
+    from mheval.analysis.importer import import_published
+
+    result = import_published(source, path, out_dir)
+    err.print(result.summary(), highlight=False, soft_wrap=True)
+    _print_summary(result.run_dir)
+    out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -43,6 +43,12 @@ class RunConfig(BaseModel):
     judge_max_tokens: int = Field(1024, ge=1)
     parse_retries: int = Field(2, ge=0, le=10)
     few_shot: bool = False
+    # What an LLM judge's positive claim without a verified quote from the response costs (judges/grounding.py).
+    grounding: Literal["strict", "flag", "off"] = "flag"
+    # Panel verdicts over the run's judges, written as judge "panel:<method>" after each judging stage.
+    panel: list[Literal["majority", "mean", "median"]] = Field(default_factory=list)
+    # Skip units where the judge is of the same family as the judged model (self-preference).
+    leave_own_model_out: bool = False
     # Engine.
     concurrency: int = Field(32, ge=1, le=4096)
     timeout_s: float = Field(120.0, gt=0)
@@ -62,7 +68,12 @@ class RunConfig(BaseModel):
     def identity_hash(self) -> str:
         """A short hash of what decides the run's units, so the same command finds the same folder."""
         keys = ("suite", "models", "samples", "judges", "protocols", "repeats", "limit")
-        payload = json.dumps({k: getattr(self, k) for k in keys}, sort_keys=True)
+        identity = {k: getattr(self, k) for k in keys}
+        # Policies that change stored verdicts count too, but only when set, so default folders keep their names.
+        for key in ("grounding", "panel", "leave_own_model_out"):
+            if getattr(self, key) != RunConfig.model_fields[key].get_default(call_default_factory=True):
+                identity[key] = getattr(self, key)
+        payload = json.dumps(identity, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:8]
 
     def run_dir(self) -> Path:

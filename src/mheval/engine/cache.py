@@ -7,17 +7,34 @@ import hashlib
 import json
 from typing import Any
 
+from mheval.engine.limits import json_of
 from mheval.engine.store import Store
 from mheval.models.base import ChatModel, Completion, Message
 from mheval.records import Usage
 
+# A stand-in for the schema while the rest of the key is serialised; the schema's own JSON (memoised,
+# see `json_of`) is put in its place, giving exactly the bytes json.dumps would have given.
+_MARK = "\x00mheval-schema\x00"
+_MARK_JSON = json.dumps(_MARK)
+
 
 def cache_key(endpoint: str, model: str, messages: list[Message], params: dict[str, Any]) -> str:
-    payload = json.dumps(
-        {"endpoint": endpoint, "model": model, "messages": messages, "params": params},
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+    schema = params.get("schema")
+    if isinstance(schema, dict):
+        head = json.dumps(
+            {"endpoint": endpoint, "model": model, "messages": messages, "params": {**params, "schema": _MARK}},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        # "params" sorts last and numbers follow "schema" inside it, so the last mark is the schema's.
+        before, _, after = head.rpartition(_MARK_JSON)
+        payload = before + json_of(schema, sort_keys=True, ensure_ascii=False) + after
+    else:
+        payload = json.dumps(
+            {"endpoint": endpoint, "model": model, "messages": messages, "params": params},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

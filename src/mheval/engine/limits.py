@@ -1,15 +1,23 @@
-"""The one retry policy and the per-endpoint concurrency limit of mheval.
+"""The one retry policy and the per-endpoint limits of mheval.
 
-Every model call goes through `run_with_retry` (what to retry, how long to wait) and holds an
-`EndpointLimiter` slot while a request is on the wire (how many calls one server sees at once).
-Both are small on purpose: an adaptive limiter can replace `EndpointLimiter` later as long as it
-keeps `acquire`/`release`.
+Every model call goes through `run_with_retry` (what to retry, how long to wait), holds a slot of its
+endpoint's limiter while a request is on the wire (how many calls one server sees at once), and, when
+the model has a tokens-per-minute budget, first takes its tokens from a `TokenBucket`.
+
+The endpoint limiter is adaptive (`AdaptiveLimiter`, AIMD as in TCP congestion control): it starts at
+the configured concurrency, which is also its ceiling; an overload signal (HTTP 429 or 503, a timeout,
+or latency that jumps well above its long-run level) halves the limit, at most once per round trip;
+each full window of successes (as many as the limit) adds one slot back, up to the ceiling. So a run
+that hits a provider's rate limit slows down by itself instead of retrying into a wall, and speeds up
+again when the provider recovers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
+import math
 import random
 import time
 import weakref
@@ -22,6 +30,10 @@ T = TypeVar("T")
 
 # Statuses worth another try: rate limits, server-side failures, and a request timeout.
 RETRYABLE_STATUSES = frozenset({408, 429})
+
+
+# Statuses that say "too much, slow down": they make an adaptive limiter cut its limit.
+OVERLOAD_STATUSES = frozenset({429, 503, 529})
 
 
 def is_retryable_status(status: int) -> bool:
@@ -171,6 +183,16 @@ class EndpointLimiter:
                 self._in_use += 1
                 fut.set_result(None)
 
+    # What the client reports after each attempt; a fixed limiter ignores it (AdaptiveLimiter acts on it).
+    def now(self) -> float:
+        return time.monotonic()
+
+    def on_success(self, latency_s: float, started: float) -> None:
+        pass
+
+    def on_overload(self, started: float) -> None:
+        pass
+
     async def __aenter__(self) -> EndpointLimiter:
         await self.acquire()
         return self
@@ -179,22 +201,242 @@ class EndpointLimiter:
         self.release()
 
 
+@dataclass(frozen=True, slots=True)
+class AIMDPolicy:
+    """How an `AdaptiveLimiter` moves between `floor` and its ceiling (the configured concurrency).
+
+    - `increase`: slots added per window of successes (a window is as many successes as the limit).
+    - `decrease`: the factor the limit is multiplied by on an overload signal.
+    - Latency growth counts as overload when the fast moving average of latency exceeds
+      `latency_factor` times the slow one, is at least `min_latency_s` (loopback jitter is not
+      congestion), and at least `warmup` calls have been seen.
+    """
+
+    floor: int = 1
+    increase: float = 1.0
+    decrease: float = 0.5
+    latency_factor: float = 3.0
+    min_latency_s: float = 1.0
+    warmup: int = 20
+    fast_alpha: float = 0.2
+    slow_alpha: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.floor < 1:
+            raise ValueError("floor must be at least 1")
+        if not 0 < self.decrease < 1:
+            raise ValueError("decrease must be between 0 and 1")
+        if self.increase <= 0 or self.latency_factor <= 1:
+            raise ValueError("increase must be positive and latency_factor above 1")
+
+
+class AdaptiveLimiter(EndpointLimiter):
+    """An EndpointLimiter whose limit follows AIMD between `policy.floor` and `ceiling`.
+
+    The client reports every finished attempt: `on_success(latency, started)` or
+    `on_overload(started)`, where `started` is `now()` taken when the request got its slot. A cut
+    only happens for a request that started after the previous cut, so one burst of 429s (all the
+    requests that were in flight together) halves the limit once, not once per request.
+    """
+
+    def __init__(
+        self, ceiling: int, policy: AIMDPolicy | None = None, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        super().__init__(ceiling)
+        self.policy = policy or AIMDPolicy()
+        self.ceiling = ceiling
+        self.floor = min(self.policy.floor, ceiling)
+        self._clock = clock
+        self.decreases = 0
+        self.increases = 0
+        self.lowest = ceiling  # the lowest limit reached so far, for reports and tests
+        self._credit = 0.0
+        self._last_cut = -math.inf
+        self._calls = 0
+        self._fast: float | None = None
+        self._slow: float | None = None
+
+    def now(self) -> float:
+        return self._clock()
+
+    def on_success(self, latency_s: float, started: float) -> None:
+        self._calls += 1
+        fast = latency_s if self._fast is None else self._fast + self.policy.fast_alpha * (latency_s - self._fast)
+        slow = latency_s if self._slow is None else self._slow + self.policy.slow_alpha * (latency_s - self._slow)
+        self._fast, self._slow = fast, slow
+        if self._latency_grew():
+            self.on_overload(started)
+            return
+        if self.limit >= self.ceiling:
+            return
+        self._credit += self.policy.increase / self.limit
+        if self._credit >= 1.0:
+            step = int(self._credit)
+            self._credit -= step
+            self.limit = min(self.ceiling, self.limit + step)
+            self.increases += 1
+
+    def on_overload(self, started: float) -> None:
+        if started < self._last_cut:
+            return  # it was already in flight when we last cut: that cut was the answer to it
+        self._last_cut = self.now()
+        self._credit = 0.0
+        cut = max(self.floor, int(self.limit * self.policy.decrease))
+        if cut < self.limit:
+            self.limit = cut
+            self.decreases += 1
+            self.lowest = min(self.lowest, cut)
+        # Latency that caused a cut must not cause the next one too: forget the fast average.
+        self._fast = self._slow
+
+    def _latency_grew(self) -> bool:
+        p = self.policy
+        if self._calls < p.warmup or self._fast is None or self._slow is None:
+            return False
+        return self._fast >= p.min_latency_s and self._fast > p.latency_factor * self._slow
+
+
+class TokenBucket:
+    """A tokens-per-minute budget: `take(n)` waits until `n` tokens fit, refilling at `per_minute / 60`
+    per second up to `burst` (default: one minute's worth, as providers count).
+
+    Tokens are taken at once and the bucket may go into debt, so callers are served in arrival order
+    without a lock and the wait of each is exact: (debt after taking) / rate. `adjust(n)` gives back
+    (or, negative, takes more) once a call's real usage is known; a cancelled wait gives its tokens back.
+    """
+
+    def __init__(
+        self,
+        per_minute: float,
+        burst: float | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    ) -> None:
+        if per_minute <= 0:
+            raise ValueError("per_minute must be positive")
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst if burst is not None else per_minute)
+        if self.capacity <= 0:
+            raise ValueError("burst must be positive")
+        self._clock = clock
+        self._sleep = sleep
+        self._level = self.capacity
+        self._stamp = clock()
+        self.waited_s = 0.0  # total time callers spent waiting, for reports and tests
+
+    @property
+    def level(self) -> float:
+        self._refill()
+        return self._level
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    def delay_for(self, tokens: float) -> float:
+        """Seconds a `take(tokens)` made now would wait (without taking anything)."""
+        self._refill()
+        need = min(tokens, self.capacity)
+        return max(0.0, (need - self._level) / self.rate)
+
+    async def take(self, tokens: float) -> float:
+        """Take `tokens` (capped at the burst size, so one large call cannot wait forever); returns the wait."""
+        need = min(max(0.0, tokens), self.capacity)
+        self._refill()
+        self._level -= need
+        wait = max(0.0, -self._level / self.rate)
+        if wait > 0:
+            try:
+                await self._sleep(wait)
+            except asyncio.CancelledError:
+                self._level += need
+                raise
+            self.waited_s += wait
+        return wait
+
+    def adjust(self, tokens: float) -> None:
+        """Give back `tokens` (or take more when negative) after the fact."""
+        self._refill()
+        self._level = min(self.capacity, self._level + tokens)
+
+
+def estimate_tokens(messages: list[dict[str, str]]) -> int:
+    """A rough, deliberately generous token count of chat messages, for budgeting before a call:
+    about 4 characters per token for ASCII text, one token per other character (CJK), plus a few
+    tokens of framing per message."""
+    total = 0
+    for message in messages:
+        text = str(message.get("content") or "")
+        ascii_chars = sum(1 for ch in text if ord(ch) < 128) if not text.isascii() else len(text)
+        total += math.ceil(ascii_chars / 4) + (len(text) - ascii_chars) + 4
+    return total
+
+
+# JSON text of objects passed again and again (a protocol's output schema on every judge call), by identity.
+# Each entry keeps its object alive, so an id cannot be reused by another object while it is here.
+_JSON_MEMO: dict[tuple[int, bool, bool], tuple[object, str]] = {}
+_JSON_MEMO_SIZE = 64
+
+
+def json_of(obj: object, *, sort_keys: bool = False, ensure_ascii: bool = True) -> str:
+    """`json.dumps(obj, ...)`, remembered for the same object (which must not be mutated afterwards)."""
+    key = (id(obj), sort_keys, ensure_ascii)
+    hit = _JSON_MEMO.get(key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]
+    text = json.dumps(obj, sort_keys=sort_keys, ensure_ascii=ensure_ascii)
+    if len(_JSON_MEMO) < _JSON_MEMO_SIZE:
+        _JSON_MEMO[key] = (obj, text)
+    return text
+
+
+# Tokens-per-minute budgets by model name (a spec string such as "openai/gpt-4o-mini"), set once per
+# process by whoever knows them (a run config); a model object given its own `tpm` ignores this.
+_tpm_limits: dict[str, float] = {}
+_tpm_buckets: dict[str, TokenBucket] = {}
+
+
+def set_tpm_limits(limits: dict[str, float]) -> None:
+    """Set tokens-per-minute budgets by model name; 0 or None removes one. Replaces buckets already made."""
+    for name, value in limits.items():
+        _tpm_buckets.pop(name, None)
+        if value:
+            _tpm_limits[name] = float(value)
+        else:
+            _tpm_limits.pop(name, None)
+
+
+def tpm_bucket(name: str, per_minute: float | None = None) -> TokenBucket | None:
+    """The shared token bucket of model `name`: its own `per_minute` if given, else the budget set with
+    `set_tpm_limits`, else None (no budget). One bucket per name, so two objects for one model share it."""
+    limit = per_minute or _tpm_limits.get(name)
+    if not limit:
+        return None
+    bucket = _tpm_buckets.get(name)
+    if bucket is None or bucket.per_minute != limit:
+        bucket = _tpm_buckets[name] = TokenBucket(limit)
+    return bucket
+
+
 # One registry per event loop, so a limiter never outlives (or crosses) the loop it waits in.
 _registry: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, EndpointLimiter]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def endpoint_limiter(endpoint: str, limit: int) -> EndpointLimiter:
+def endpoint_limiter(endpoint: str, limit: int, *, adaptive: bool = True) -> EndpointLimiter:
     """The shared limiter of `endpoint` (a base URL) in the running loop.
 
-    The first caller sets the limit; later callers on the same endpoint share that limiter, so
-    two model objects on one server together stay under it.
+    The first caller sets the limit (the ceiling, when adaptive); later callers on the same endpoint
+    share that limiter, so two model objects on one server together stay under it.
     """
     loop = asyncio.get_running_loop()
     per_loop = _registry.setdefault(loop, {})
     key = endpoint.rstrip("/")
     limiter = per_loop.get(key)
     if limiter is None:
-        limiter = per_loop[key] = EndpointLimiter(limit)
+        limiter = per_loop[key] = AdaptiveLimiter(limit) if adaptive else EndpointLimiter(limit)
     return limiter

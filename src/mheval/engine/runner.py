@@ -1,8 +1,10 @@
 """The stages of a run: triage -> generate -> judge, each reading from and writing to the run store.
 
-Every unit (one triage verdict, one response, one judgment) is committed as soon as it finishes,
-and each stage first asks the store which of its units are already done, so the same command run
-again makes no model call for finished work and a killed run resumes where it stopped.
+Every unit (one triage verdict, one response, one judgment) is committed soon after it finishes
+(group commit: at most GROUP_COMMIT_S later, together with the others finished meanwhile), and each
+stage first asks the store which of its units are already done, so the same command run again makes
+no model call for finished work and a killed run resumes where it stopped, redoing at most the units
+of the last fraction of a second.
 
 `plan_run` checks everything the user gave (suite, protocols, models, judges) before anything is
 written, so bad input never leaves a half-made run folder.
@@ -11,9 +13,10 @@ written, so bad input never leaves a half-made run folder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -24,10 +27,12 @@ from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
 from mheval.errors import InputError
 from mheval.judges import OFFLINE, build_judge, judge_model_specs
 from mheval.judges.base import Judge
+from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel, ModelError
 from mheval.models.local import require_local_extra
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
+from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
 from mheval.suites import Suite, load_suite
 
@@ -86,7 +91,8 @@ def plan_run(
     for stage in stages:
         if stage not in STAGES:
             raise InputError(f"unknown stage {stage!r}", choices=STAGES)
-    known = [p.id for p in list_protocols()]
+    # The built-in ids are file names: listing them parses no YAML (only the protocols asked for are loaded).
+    known = builtin_ids()
     protocols = []
     for pid in config.protocols:
         if pid not in known and not Path(pid).is_file():
@@ -111,6 +117,8 @@ def plan_run(
                 field="case_id",
             )
         suite.responses = [*suite.responses, *extra_responses]
+    if config.panel and len(config.judges) < 2:
+        raise InputError("a panel needs at least two judges (give --judge more than once)", field="panel")
     plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages)
     for name in config.judges:
         if name == OFFLINE:
@@ -150,7 +158,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
 
         targets = config.models if "generate" in plan.stages else []
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
-        async with open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s) as raw_models:
+        opened = open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s)
+        async with opened as raw_models, _group_commit(store):
             models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
             judges = [build_judge(j, models, config) for j in config.judges]
             cases = plan.suite.cases
@@ -160,6 +169,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 await _generate(plan, store, models, cases, progress)
             if "judge" in plan.stages and plan.response_protocols:
                 await _judge(plan, store, judges, cases, progress)
+            if config.panel:
+                _panels(plan, store, [j.name for j in judges])
             calls = sum(m.misses for m in models.values())
             hits = sum(m.hits for m in models.values())
         return RunResult(
@@ -171,6 +182,30 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         )
     finally:
         store.close()
+
+
+# Finished units wait at most this long in memory before their transaction (see engine/store.py).
+GROUP_COMMIT_S = 0.2
+
+
+@contextlib.asynccontextmanager
+async def _group_commit(store: Store, every_s: float = GROUP_COMMIT_S) -> AsyncIterator[None]:
+    """Buffer the stages' writes and commit them together, at least every `every_s` and at the end:
+    hundreds of units per second become a few transactions per second."""
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            store.flush()
+
+    with store.deferred():
+        ticker = asyncio.ensure_future(tick())
+        try:
+            yield
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
 
 
 # -- stages ------------------------------------------------------------------------------------
@@ -251,6 +286,7 @@ async def _judge(
         for judge in judges
         for rep in range(plan.config.repeats)
         if key(response, protocol, judge, rep) not in done
+        and not (plan.config.leave_own_model_out and same_family(judge.name, response.model))
     ]
     progress.start("judge", len(units))
 
@@ -264,6 +300,13 @@ async def _judge(
     await _pool(units, one, plan.config.concurrency)
 
 
+def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:
+    """Panel verdicts over the run's judges, recomputed from the stored judgments (cheap and idempotent)."""
+    ids = {p.id for p in plan.protocols}
+    judgments = [j for j in store.iter_judgments() if j.protocol in ids]
+    store.put_judgments(build_panels(judgments, plan.config.panel, judges=judge_names))
+
+
 def _crisis_labels(store: Store, judges: list[Judge], cases: dict[str, Case]) -> dict[str, str]:
     """The label that picks a case's appropriateness rubric row: the first judge's triage verdict
     (repeat 0) when triage ran, else the case's gold label."""
@@ -275,15 +318,23 @@ def _crisis_labels(store: Store, judges: list[Judge], cases: dict[str, Case]) ->
     return labels
 
 
+# Units in progress per allowed model call. The endpoint limiter keeps the calls on the wire at the
+# configured concurrency; the extra units render, parse and store meanwhile, so a wave of answers that
+# arrive together does not leave the server idle while the event loop works through them.
+POOL_HEADROOM = 2
+
+
 async def _pool(units: list[T], worker: Callable[[T], Awaitable[None]], concurrency: int) -> None:
-    """Run `worker` over `units` with at most `concurrency` in flight, without one task per unit."""
+    """Run `worker` over `units` with at most `concurrency * POOL_HEADROOM` in progress (model calls in
+    flight stay under the endpoint limiter's `concurrency`), without one task per unit."""
     iterator: Iterator[T] = iter(units)
 
     async def drain() -> None:
         for unit in iterator:
             await worker(unit)
 
-    await asyncio.gather(*(drain() for _ in range(max(1, min(concurrency, len(units))))))
+    workers = max(1, min(concurrency * POOL_HEADROOM, len(units)))
+    await asyncio.gather(*(drain() for _ in range(workers)))
 
 
 def _write_config(run_dir: Path, config: RunConfig) -> None:

@@ -3,6 +3,13 @@
 Each record is kept as its JSON form plus the columns that make up its unit key, so a resumed run
 can ask "which units are finished?" with one indexed query, and a kill between two units loses
 nothing that was committed.
+
+Group commit (`with store.deferred(): ...`, what the engine uses): single puts of judgments, responses
+and cache entries wait in memory and are written together, one transaction per `flush()`, which
+happens when `max_pending` rows wait, when the engine's timer calls it (every fraction of a second),
+before any read, and on leaving the block or closing. At hundreds of units per second this turns
+hundreds of commits into a few; a kill loses at most the units finished since the last flush, and
+those are simply done again on resume (their keys were never marked finished).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,14 @@ CREATE TABLE IF NOT EXISTS judgments (
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 """
 
+_PUT_RESPONSE = "INSERT OR REPLACE INTO responses(case_id, model, sample, ok, data) VALUES (?, ?, ?, ?, ?)"
+_PUT_JUDGMENT = (
+    "INSERT OR REPLACE INTO judgments(case_id, model, sample, protocol, judge, repeat, "
+    "status, reason, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_PUT_CACHE = "INSERT OR REPLACE INTO cache(key, data) VALUES (?, ?)"
+_GET_CACHE = "SELECT data FROM cache WHERE key=?"
+
 ResponseKey = tuple[str, str, int]
 JudgmentKey = tuple[str, str, int, str, str, int]
 
@@ -48,6 +64,10 @@ def judgment_key(j: Judgment) -> JudgmentKey:
     model = j.model if j.model is not None else NO_MODEL
     sample = j.sample if j.sample is not None else NO_SAMPLE
     return (j.case_id, model, sample, j.protocol, j.judge, j.repeat)
+
+
+def _response_row(r: Response) -> tuple[Any, ...]:
+    return (r.case_id, r.model, r.sample, int(r.text is not None), r.model_dump_json())
 
 
 class Store:
@@ -62,6 +82,12 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=10000")
         self._db.executescript(_SCHEMA)
+        # Group commit (see the module docstring); off unless inside `deferred()`.
+        self._defer = 0
+        self._max_pending = 256
+        self._pending_judgments: list[tuple[Any, ...]] = []
+        self._pending_responses: list[tuple[Any, ...]] = []
+        self._pending_cache: dict[str, str] = {}
 
     @classmethod
     def open(cls, run_dir: str | Path) -> Store:
@@ -79,7 +105,45 @@ class Store:
         return cls(path)
 
     def close(self) -> None:
+        self.flush()
         self._db.close()
+
+    # -- group commit -------------------------------------------------------------------------
+    @contextmanager
+    def deferred(self, max_pending: int = 256) -> Iterator[Store]:
+        """Buffer single puts and write them in one transaction per flush (see the module docstring)."""
+        self._defer += 1
+        previous, self._max_pending = self._max_pending, max(1, max_pending)
+        try:
+            yield self
+        finally:
+            self._defer -= 1
+            self._max_pending = previous
+            self.flush()
+
+    @property
+    def pending(self) -> int:
+        """Rows waiting for the next flush."""
+        return len(self._pending_judgments) + len(self._pending_responses) + len(self._pending_cache)
+
+    def flush(self) -> None:
+        """Write every buffered row in one transaction."""
+        if not (self._pending_judgments or self._pending_responses or self._pending_cache):
+            return
+        judgments, self._pending_judgments = self._pending_judgments, []
+        responses, self._pending_responses = self._pending_responses, []
+        cache, self._pending_cache = self._pending_cache, {}
+        with self._transaction():
+            if responses:
+                self._db.executemany(_PUT_RESPONSE, responses)
+            if judgments:
+                self._db.executemany(_PUT_JUDGMENT, judgments)
+            if cache:
+                self._db.executemany(_PUT_CACHE, cache.items())
+
+    def _buffered(self) -> None:
+        if self.pending >= self._max_pending:
+            self.flush()
 
     def __enter__(self) -> Store:
         return self
@@ -114,19 +178,20 @@ class Store:
 
     # -- responses --------------------------------------------------------------------------
     def put_response(self, response: Response) -> None:
+        if self._defer:
+            self._pending_responses.append(_response_row(response))
+            self._buffered()
+            return
         self.put_responses([response])
 
     def put_responses(self, responses: Iterable[Response]) -> None:
-        rows = [
-            (r.case_id, r.model, r.sample, int(r.text is not None), r.model_dump_json()) for r in responses
-        ]
+        rows = [_response_row(r) for r in responses]
+        self.flush()  # keep write order: a buffered older row must not overwrite this one later
         with self._transaction():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO responses(case_id, model, sample, ok, data) VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._db.executemany(_PUT_RESPONSE, rows)
 
     def responses(self, model: str | None = None) -> list[Response]:
+        self.flush()
         if model is None:
             cur = self._db.execute("SELECT data FROM responses ORDER BY rowid")
         else:
@@ -135,23 +200,32 @@ class Store:
 
     def finished_responses(self) -> set[ResponseKey]:
         """Responses that need no new call: those with text (failed calls are retried on resume)."""
+        self.flush()
         cur = self._db.execute("SELECT case_id, model, sample FROM responses WHERE ok=1")
         return {(r[0], r[1], r[2]) for r in cur}
 
     # -- judgments --------------------------------------------------------------------------
     def put_judgment(self, judgment: Judgment) -> None:
-        key = judgment_key(judgment)
+        row = (*judgment_key(judgment), judgment.status, judgment.reason, judgment.model_dump_json())
+        if self._defer:
+            self._pending_judgments.append(row)
+            self._buffered()
+            return
         with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO judgments(case_id, model, sample, protocol, judge, repeat, "
-                "status, reason, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*key, judgment.status, judgment.reason, judgment.model_dump_json()),
-            )
+            self._db.execute(_PUT_JUDGMENT, row)
+
+    def put_judgments(self, judgments: Iterable[Judgment]) -> None:
+        """Many judgments in one transaction (imports, panels): all of them or none."""
+        rows = [(*judgment_key(j), j.status, j.reason, j.model_dump_json()) for j in judgments]
+        self.flush()  # keep write order: a buffered older row must not overwrite these later
+        with self._transaction():
+            self._db.executemany(_PUT_JUDGMENT, rows)
 
     def judgments(self, protocol: str | None = None) -> list[Judgment]:
         return list(self.iter_judgments(protocol))
 
     def iter_judgments(self, protocol: str | None = None) -> Iterator[Judgment]:
+        self.flush()
         sql = "SELECT data FROM judgments"
         args: tuple[str, ...] = ()
         if protocol is not None:
@@ -162,6 +236,7 @@ class Store:
 
     def finished_judgments(self) -> set[JudgmentKey]:
         """Units with a final judgment: ok, or unscored for a reason another call would not change."""
+        self.flush()
         retryable = " AND ".join("reason NOT LIKE ?" for _ in RETRYABLE_REASONS)
         cur = self._db.execute(
             "SELECT case_id, model, sample, protocol, judge, repeat FROM judgments "
@@ -173,16 +248,26 @@ class Store:
     def count(self, table: str) -> int:
         if table not in ("cases", "responses", "judgments", "cache"):
             raise ValueError(f"unknown table {table}")
+        self.flush()
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
 
     # -- cache of model calls ---------------------------------------------------------------
     def cache_get(self, key: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT data FROM cache WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        """One primary-key lookup (after a look in the rows waiting for the next flush)."""
+        data = self._pending_cache.get(key) if self._pending_cache else None
+        if data is None:
+            row = self._db.execute(_GET_CACHE, (key,)).fetchone()
+            data = row[0] if row else None
+        return json.loads(data) if data is not None else None
 
     def cache_put(self, key: str, value: dict[str, Any]) -> None:
+        data = json.dumps(value)
+        if self._defer:
+            self._pending_cache[key] = data
+            self._buffered()
+            return
         with self._transaction():
-            self._db.execute("INSERT OR REPLACE INTO cache(key, data) VALUES (?, ?)", (key, json.dumps(value)))
+            self._db.execute(_PUT_CACHE, (key, data))
 
     # -- internals --------------------------------------------------------------------------
     class _Tx:

@@ -30,4 +30,5 @@ def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -
         parse_retries=config.parse_retries,
         few_shot=config.few_shot,
         seed=config.seed,
+        grounding=config.grounding,
     )

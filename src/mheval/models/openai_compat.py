@@ -18,6 +18,15 @@ Once a shape has worked, a 500 is an ordinary server error and is retried. A ref
 the next shape at once (it is not a retry attempt). The model object remembers the best shape
 that worked and starts there next time; a shape is only given up after a lower one succeeded,
 so a request that fails in every shape (say, a prompt too long: 400) changes nothing.
+
+Limits (engine/limits.py), all on the one path every attempt takes (`_post`): a tokens-per-minute
+budget, when the model has one (`tpm=` or `set_tpm_limits`), is charged the prompt's estimated tokens
+plus `max_tokens` before the request and settled with the real usage after it (a refused or failed
+request gives its tokens back); the endpoint's adaptive limiter hears of every success (with its
+latency) and every overload (429, 503, 529, a timeout) and moves the in-flight limit accordingly.
+
+Cost: each completion's `usage.cost_usd` comes from models/pricing.py (0 for self-hosted and unknown
+prices); this is the one place where cost is computed, so Responses and Judgments carry it.
 """
 
 from __future__ import annotations
@@ -31,15 +40,21 @@ from typing import Any
 import aiohttp
 
 from mheval.engine.limits import (
+    OVERLOAD_STATUSES,
     EndpointLimiter,
     RetryPolicy,
+    TokenBucket,
     TransientError,
     endpoint_limiter,
+    estimate_tokens,
     is_retryable_status,
+    json_of,
     parse_retry_after,
     run_with_retry,
+    tpm_bucket,
 )
 from mheval.models.base import Completion, Message, ModelError
+from mheval.models.pricing import prices
 from mheval.models.spec import ModelSpec
 from mheval.records import Usage
 
@@ -63,11 +78,12 @@ def _schema_name(schema: dict[str, Any]) -> str:
     return (name or "response")[:64]
 
 
-def _response_format(mode: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+def _response_format(mode: str, schema: dict[str, Any], placeholder: Any = None) -> dict[str, Any] | None:
+    value = schema if placeholder is None else placeholder
     if mode == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": schema, "strict": False}}
+        return {"type": "json_schema", "json_schema": {"name": _schema_name(schema), "schema": value, "strict": False}}
     if mode == "json_object":
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": value}
     return None
 
 
@@ -86,7 +102,12 @@ class OpenAICompatModel:
         concurrency: int = 16,
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
+        tpm: float | TokenBucket | None = None,
+        adaptive: bool = True,
     ) -> None:
+        """`tpm`: this model's tokens-per-minute budget, or a TokenBucket to share (None: whatever
+        `set_tpm_limits` says for this model's name, else no budget).
+        `adaptive`: let the endpoint's in-flight limit back off on overload (AIMD) below `concurrency`."""
         if spec.base_url is None:
             raise ValueError(f"{spec.name} has no base URL yet (local models are started by open_models)")
         if concurrency < 1:
@@ -97,6 +118,8 @@ class OpenAICompatModel:
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
+        self.tpm = tpm
+        self.adaptive = adaptive
         self._url = spec.base_url + "/chat/completions"
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -121,9 +144,21 @@ class OpenAICompatModel:
                 connector=aiohttp.TCPConnector(limit=self.concurrency),
                 timeout=aiohttp.ClientTimeout(total=self.timeout_s),
             )
-            self._limiter = endpoint_limiter(self.endpoint, self.concurrency)
+            self._limiter = endpoint_limiter(self.endpoint, self.concurrency, adaptive=self.adaptive)
         assert self._limiter is not None
         return self._session, self._limiter
+
+    @property
+    def limiter(self) -> EndpointLimiter | None:
+        """The endpoint's limiter in the current loop (None before the first call)."""
+        return self._limiter
+
+    @property
+    def token_bucket(self) -> TokenBucket | None:
+        """This model's tokens-per-minute bucket, or None when it has no budget."""
+        if isinstance(self.tpm, TokenBucket):
+            return self.tpm
+        return tpm_bucket(self.name, self.tpm)
 
     async def aclose(self) -> None:
         if self._session is not None and self._loop is asyncio.get_running_loop():
@@ -148,16 +183,16 @@ class OpenAICompatModel:
         }
         if seed is not None:
             body["seed"] = seed
+        bucket = self.token_bucket
+        charge = estimate_tokens(messages) + max_tokens if bucket is not None else 0
         if json_schema is None:
-            return await self._retrying(json.dumps(body).encode(), "none")
+            return await self._retrying(json.dumps(body).encode(), "none", charge)
 
         start = self._mode
         for index in range(start, len(STRUCTURED_MODES)):
             mode = STRUCTURED_MODES[index]
-            fmt = _response_format(mode, json_schema)
-            payload = {**body, "response_format": fmt} if fmt is not None else body
             try:
-                completion = await self._retrying(json.dumps(payload).encode(), mode)
+                completion = await self._retrying(_payload(body, mode, json_schema), mode, charge)
             except _Refused:
                 continue
             self._worked.add(mode)
@@ -166,10 +201,10 @@ class OpenAICompatModel:
             return completion
         raise AssertionError("unreachable: the last mode never counts as refused")
 
-    async def _retrying(self, payload: bytes, mode: str) -> Completion:
-        return await run_with_retry(lambda: self._post(payload, mode), self.retry)
+    async def _retrying(self, payload: bytes, mode: str, charge: int = 0) -> Completion:
+        return await run_with_retry(lambda: self._post(payload, mode, charge), self.retry)
 
-    async def _post(self, payload: bytes, mode: str) -> Completion:
+    async def _post(self, payload: bytes, mode: str, charge: int = 0) -> Completion:
         session, limiter = self._open()
         key = self.spec.api_key()
         if key is None and self.spec.key_required:
@@ -177,24 +212,49 @@ class OpenAICompatModel:
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = "Bearer " + key
-        async with limiter:
-            started = time.perf_counter()
-            try:
-                async with session.post(self._url, data=payload, headers=headers) as resp:
-                    status = resp.status
-                    raw = await resp.read()
-                    retry_after = resp.headers.get("Retry-After") if status != 200 else None
-            except TimeoutError:
-                raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
-            except aiohttp.ClientConnectionError as exc:
-                detail = _scrub(f"{type(exc).__name__}: {exc}", key)
-                raise TransientError("connection", detail) from None
-            except aiohttp.ClientPayloadError as exc:
-                raise TransientError("connection", _scrub(f"incomplete body: {exc}", key)) from None
-            latency = time.perf_counter() - started
-        if status != 200:
-            self._fail(status, raw, retry_after, mode, key)
-        return self._parse(raw, latency, mode, key)
+        bucket = self.token_bucket if charge else None
+        taken = 0.0
+        if bucket is not None:
+            taken = min(float(charge), bucket.capacity)
+            await bucket.take(taken)
+        settled = False
+        try:
+            async with limiter:
+                slot = limiter.now()
+                started = time.perf_counter()
+                try:
+                    async with session.post(self._url, data=payload, headers=headers) as resp:
+                        status = resp.status
+                        raw = await resp.read()
+                        retry_after = resp.headers.get("Retry-After") if status != 200 else None
+                except TimeoutError:
+                    limiter.on_overload(slot)
+                    settled = True  # the server may have spent the tokens: keep them charged
+                    raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
+                except aiohttp.ClientConnectionError as exc:
+                    detail = _scrub(f"{type(exc).__name__}: {exc}", key)
+                    raise TransientError("connection", detail) from None
+                except aiohttp.ClientPayloadError as exc:
+                    raise TransientError("connection", _scrub(f"incomplete body: {exc}", key)) from None
+                latency = time.perf_counter() - started
+            # Let the caller we just handed our slot to send its request before we parse, judge and
+            # store this answer: a wave of answers then costs the server no idle time.
+            await asyncio.sleep(0)
+            if status != 200:
+                if status in OVERLOAD_STATUSES:
+                    limiter.on_overload(slot)
+                self._fail(status, raw, retry_after, mode, key)
+            completion = self._parse(raw, latency, mode, key)
+            limiter.on_success(latency, slot)
+            if bucket is not None:
+                used = completion.usage.prompt_tokens + completion.usage.completion_tokens
+                if used > 0:
+                    bucket.adjust(taken - used)
+                settled = True
+            return completion
+        finally:
+            if bucket is not None and not settled:
+                bucket.adjust(taken)  # refused, failed or cancelled: no tokens were spent
 
     def _fail(self, status: int, raw: bytes, retry_after: str | None, mode: str, key: str | None) -> None:
         message = _server_message(raw, key)
@@ -226,19 +286,37 @@ class OpenAICompatModel:
         usage = data.get("usage")
         if not isinstance(usage, dict):
             usage = {}
+        prompt_tokens = _count(usage.get("prompt_tokens"))
+        completion_tokens = _count(usage.get("completion_tokens"))
         # model_construct skips validation in the hot path; _count makes the numbers sound anyway.
         return Completion(
             text=text if isinstance(text, str) else json.dumps(text),
             usage=Usage.model_construct(
-                prompt_tokens=_count(usage.get("prompt_tokens")),
-                completion_tokens=_count(usage.get("completion_tokens")),
-                cost_usd=0.0,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost_usd=prices().cost(self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             ),
             latency_s=latency,
             structured=mode,
             finish_reason=choice.get("finish_reason"),
             raw=data,
         )
+
+
+_MARK = "\x00mheval-schema\x00"
+_MARK_JSON = json.dumps(_MARK)
+
+
+def _payload(body: dict[str, Any], mode: str, schema: dict[str, Any]) -> bytes:
+    """The request body for `mode`: exactly json.dumps of it, with the schema's JSON memoised (the same
+    schema object goes out on every call of a judge, and it is most of the bytes)."""
+    fmt = _response_format(mode, schema, placeholder=_MARK)
+    if fmt is None:
+        return json.dumps(body).encode()
+    text = json.dumps({**body, "response_format": fmt})
+    # response_format comes after the messages, so the last mark is the schema's.
+    before, _, after = text.rpartition(_MARK_JSON)
+    return (before + json_of(schema) + after).encode()
 
 
 def _server_message(raw: bytes, key: str | None) -> str:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mheval.engine.store import Store
+from mheval.judges.grounding import ungrounded_rate
 from mheval.records import Judgment
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
     for (protocol, model, judge), items in sorted(groups.items()):
         ok = [j for j in items if j.status == "ok"]
         reasons = Counter((j.reason or "").split(":")[0] for j in items if j.status != "ok")
+        claims, ungrounded, rate = ungrounded_rate(items).get(judge, (0, 0, None))
         row: dict[str, object] = {
             "protocol": protocol,
             "model": model,
@@ -40,12 +42,15 @@ def summary_frame(store: Store) -> pd.DataFrame:
             "n": len(items),
             "ok": len(ok),
             "unscored": len(items) - len(ok),
+            "unscored_rate": f"{(len(items) - len(ok)) / len(items):.1%}",
             "unscored_reasons": ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "",
+            # Positive claims whose quote was not found in the response (only where grounding was checked).
+            "ungrounded": f"{ungrounded}/{claims} ({rate:.1%})" if rate is not None else "",
             "headline": _headline(protocol, ok, cases),
         }
         rows.append(row)
-    return pd.DataFrame(rows, columns=["protocol", "model", "judge", "n", "ok", "unscored", "unscored_reasons",
-                                       "headline"])
+    return pd.DataFrame(rows, columns=["protocol", "model", "judge", "n", "ok", "unscored", "unscored_rate",
+                                       "unscored_reasons", "ungrounded", "headline"])
 
 
 def _headline(protocol: str, ok: list[Judgment], cases: dict) -> str:

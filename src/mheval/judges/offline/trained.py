@@ -1,0 +1,230 @@
+"""Trained offline judges: embedding (+ lexicon) features and a linear head, saved as one .npz file.
+
+A model file holds four float32 arrays (`mean`, `scale`: the standardisation; `coef`, `intercept`:
+the head) and `meta`, one JSON string: format and version, protocol id, kind (classifier/scorer),
+labels or score range, feature blocks (features.py), text fields it was trained on, encoder name,
+training data hash, row count, the command that built it and its cross-validated figures. No text
+from the training data is stored.
+
+`load_trained_judge(path)` returns a `TrainedJudge`, which implements the Judge protocol
+(judges/base.py), so a model file can judge in any run.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from mheval.errors import InputError
+from mheval.judges.offline.features import Item, afeaturize, featurize, width
+from mheval.records import Case, Judgment, Response
+
+if TYPE_CHECKING:
+    from mheval.protocols.spec import ProtocolSpec
+
+FORMAT = "mheval-trained-judge"
+FORMAT_VERSION = 1
+Kind = Literal["classifier", "scorer"]
+_ARRAYS = ("mean", "scale", "coef", "intercept")
+
+
+@dataclass
+class LinearHead:
+    """Standardise, then a multinomial logistic (classifier) or a ridge line (scorer)."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray  # (classes, d) for a classifier; (1, d) for a scorer or a binary classifier
+    intercept: np.ndarray
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        return z @ self.coef.T.astype(np.float64) + self.intercept.astype(np.float64)
+
+    def proba(self, x: np.ndarray) -> np.ndarray:
+        logits = self.logits(x)
+        if logits.shape[1] == 1:  # scikit-learn's binary case: one column for the second class
+            logits = np.hstack([np.zeros_like(logits), logits])
+        logits -= logits.max(axis=1, keepdims=True)
+        expo = np.exp(logits)
+        return expo / expo.sum(axis=1, keepdims=True)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return self.logits(x)[:, 0]
+
+
+@dataclass
+class TrainedJudge:
+    """A judge that is a model file. `meta` is everything but the weights (see the module doc)."""
+
+    head: LinearHead
+    meta: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or str(self.meta.get("name") or "trained")
+        self._validate()
+
+    # -- what it is ---------------------------------------------------------------------------
+
+    @property
+    def protocol(self) -> str:
+        return str(self.meta["protocol"])
+
+    @property
+    def kind(self) -> Kind:
+        return self.meta["kind"]
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.meta.get("labels") or [])
+
+    @property
+    def blocks(self) -> list[str]:
+        return list(self.meta["features"])
+
+    @property
+    def needs_response(self) -> bool:
+        return bool(self.meta.get("target") == "response")
+
+    @property
+    def score_range(self) -> tuple[float, float]:
+        lo, hi = self.meta["score_range"]
+        return float(lo), float(hi)
+
+    def _validate(self) -> None:
+        for key in ("protocol", "kind", "features", "target"):
+            if key not in self.meta:
+                raise InputError("model metadata lacks a required key", field=key)
+        if self.kind not in ("classifier", "scorer"):
+            raise InputError(f"unknown kind {self.kind!r}", field="kind", choices=["classifier", "scorer"])
+        d = sum(width(b) for b in self.blocks)
+        if self.head.mean.shape != (d,) or self.head.scale.shape != (d,) or self.head.coef.shape[1] != d:
+            raise InputError(f"weights do not fit the feature blocks ({d} features)", field="coef")
+        if self.kind == "classifier":
+            rows = self.head.coef.shape[0]
+            if len(self.labels) < 2 or rows not in (len(self.labels), 1) or (rows == 1 and len(self.labels) != 2):
+                raise InputError("classifier weights do not fit its labels", field="labels")
+        elif "score_range" not in self.meta:
+            raise InputError("a scorer needs a score range", field="score_range")
+
+    # -- predictions ------------------------------------------------------------------------------
+
+    def predict_proba(self, items: Sequence[Item]) -> np.ndarray:
+        return self.head.proba(featurize(self.blocks, items))
+
+    def predict(self, items: Sequence[Item]) -> list[str] | np.ndarray:
+        """Labels (classifier) or scores clipped to the range and rounded to its steps (scorer)."""
+        x = featurize(self.blocks, items)
+        return self._decide(x)
+
+    def _decide(self, x: np.ndarray) -> list[str] | np.ndarray:
+        if self.kind == "classifier":
+            return [self.labels[i] for i in self.head.proba(x).argmax(axis=1)]
+        return self._round(self.head.score(x))
+
+    def _round(self, raw: np.ndarray) -> np.ndarray:
+        lo, hi = self.score_range
+        clipped = np.clip(raw, lo, hi)
+        return np.round(clipped) if self.meta.get("integer_scores", True) else clipped
+
+    # -- the Judge protocol ---------------------------------------------------------------------
+
+    def supports(self, protocol: Any) -> bool:
+        return getattr(protocol, "id", None) == self.protocol
+
+    async def judge(
+        self,
+        protocol: ProtocolSpec | Any,
+        case: Case,
+        response: Response | None,
+        *,
+        repeat: int = 0,
+        crisis_label: str | None = None,
+    ) -> Judgment:
+        """Never raises for what it is given: an impossible unit comes back unscored with its reason."""
+        protocol_id = str(getattr(protocol, "id", ""))
+        ids: dict[str, Any] = {"case_id": case.id, "protocol": protocol_id, "judge": self.name, "repeat": repeat}
+        if self.needs_response and response is not None:
+            ids |= {"model": response.model, "sample": response.sample}
+        if protocol_id != self.protocol:
+            return Judgment.unscored("unsupported", f"this model judges {self.protocol!r}, not {protocol_id!r}", **ids)
+        if self.needs_response and (response is None or response.text is None):
+            return Judgment.unscored("no_response", "the model produced no reply to judge", **ids)
+        item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
+        x = await afeaturize(self.blocks, [item])
+        return self.judgment_from(x, ids)
+
+    def judgment_from(self, x: np.ndarray, ids: dict[str, Any]) -> Judgment:
+        """The judgment for one featurised unit (x has one row)."""
+        if self.kind == "classifier":
+            proba = self.head.proba(x)[0]
+            best = int(proba.argmax())
+            ranked = sorted(zip(self.labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
+            runner_up = ", ".join(f"{label} {p:.2f}" for label, p in ranked[1:3])
+            return Judgment(
+                **ids,
+                label=self.labels[best],
+                scores={"confidence": round(float(proba[best]), 4)},
+                rationale=f"{self.name}: {self.labels[best]} (p={proba[best]:.2f}; next: {runner_up})",
+                raw=json.dumps({"probabilities": {k: round(v, 4) for k, v in ranked}}, sort_keys=True),
+            )
+        raw = float(self.head.score(x)[0])
+        value = float(self._round(np.array([raw]))[0])
+        dimension = str(self.meta.get("dimension") or self.protocol)
+        return Judgment(
+            **ids,
+            scores={dimension: value},
+            total=value,
+            rationale=f"{self.name}: predicted {raw:.2f} on {self.score_range[0]:g}-{self.score_range[1]:g}",
+            raw=json.dumps({"predicted": round(raw, 4)}),
+        )
+
+    # -- files -------------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> Path:
+        """Write one .npz file (float32 weights + JSON metadata); byte-identical for identical models."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta, "name": self.name}
+        arrays = {name: np.ascontiguousarray(getattr(self.head, name), dtype=np.float32) for name in _ARRAYS}
+        tmp = path.with_name(path.name + ".tmp")
+        # A fixed timestamp per entry keeps the file reproducible (np.savez would stamp the current time).
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name, array in [*arrays.items(), ("meta", np.array(json.dumps(meta, sort_keys=True)))]:
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with zf.open(info, "w") as handle:
+                    np.lib.format.write_array(handle, array, allow_pickle=False)
+        tmp.replace(path)
+        return path
+
+
+def load_trained_judge(path: str | Path, *, name: str | None = None) -> TrainedJudge:
+    """A judge from a model file written by `TrainedJudge.save`; a bad file is an InputError."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("model file not found", path=path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
+            meta = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise InputError(f"not an mheval model file ({exc})", path=path) from None
+    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        raise InputError(
+            f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path
+        )
+    head = LinearHead(**arrays)
+    try:
+        return TrainedJudge(head, meta, name=name or meta.get("name") or f"trained:{path.stem}")
+    except InputError as exc:
+        raise InputError(exc.message, path=path, field=exc.field, choices=exc.choices) from None

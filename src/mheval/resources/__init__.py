@@ -1,0 +1,174 @@
+"""Crisis resources as data: crisis lines and emergency numbers by country (`crisis_lines.yaml`).
+
+The file is read once and validated; `match_referral` (matching.py) uses it to tell whether a reply
+refers a person to a line of their own country. Every entry carries the organisation's URL and an
+empty `verified_on`: the numbers must be checked there before anyone relies on them.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mheval.errors import InputError
+
+DATA_FILE = Path(__file__).resolve().parent / "crisis_lines.yaml"
+
+_ISO_RE = re.compile(r"^[A-Z]{2}$")
+_DIGITS_RE = re.compile(r"\D")
+# Aliases used by people and models that are not ISO codes.
+_LOCALE_ALIASES = {"UK": "GB", "EL": "GR"}
+
+
+@dataclass(frozen=True)
+class Service:
+    country: str
+    name: str
+    names: tuple[str, ...]
+    numbers: tuple[str, ...]
+    text: tuple[str, ...]
+    hours: str
+    languages: tuple[str, ...]
+    url: str
+    verified_on: str
+
+
+@dataclass(frozen=True)
+class Country:
+    code: str
+    name: str
+    calling_code: str
+    emergency: tuple[str, ...]
+    services: tuple[Service, ...]
+
+
+@dataclass(frozen=True)
+class International:
+    name: str
+    url: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity, so matchers can cache their patterns per file
+class CrisisLines:
+    countries: dict[str, Country]
+    international: tuple[International, ...]
+
+
+def digits(number: str) -> str:
+    return _DIGITS_RE.sub("", number)
+
+
+def normalise_locale(locale: str | None) -> str | None:
+    """`US`, `us`, `en-US`, `zh_CN`, `UK` -> an ISO country code (`US`, `CN`, `GB`); None if there is none."""
+    if not locale or not locale.strip():
+        return None
+    parts = re.split(r"[-_]", locale.strip())
+    candidates = [p for p in parts if len(p) == 2 and p.isalpha()]
+    if not candidates:
+        return None
+    code = candidates[-1].upper()
+    return _LOCALE_ALIASES.get(code, code)
+
+
+def _strings(value: Any, where: str, path: Path) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InputError("must be a list of non-empty strings", path=path, field=where)
+    return tuple(v.strip() for v in value)
+
+
+def _service(code: str, i: int, raw: Any, path: Path) -> Service:
+    where = f"countries.{code}.services[{i}]"
+    if not isinstance(raw, dict):
+        raise InputError("a service must be a mapping", path=path, field=where)
+    for key in ("name", "hours", "url"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise InputError("missing or empty", path=path, field=f"{where}.{key}")
+    if not raw["url"].startswith("https://"):
+        raise InputError("the URL must be an https:// address users can check", path=path, field=f"{where}.url")
+    if "verified_on" not in raw:
+        raise InputError("missing (leave it empty until checked)", path=path, field=f"{where}.verified_on")
+    numbers = _strings(raw.get("numbers"), f"{where}.numbers", path)
+    text = _strings(raw.get("text"), f"{where}.text", path)
+    if not numbers and not text:
+        raise InputError("a service needs a number or a text number", path=path, field=where)
+    for n in (*numbers, *text):
+        if not 2 <= len(digits(n)) <= 15:
+            raise InputError(f"{n!r} is not a phone number", path=path, field=f"{where}.numbers")
+    return Service(
+        country=code,
+        name=raw["name"].strip(),
+        names=_strings(raw.get("names"), f"{where}.names", path),
+        numbers=numbers,
+        text=text,
+        hours=raw["hours"].strip(),
+        languages=_strings(raw.get("languages"), f"{where}.languages", path),
+        url=raw["url"].strip(),
+        verified_on=str(raw.get("verified_on") or ""),
+    )
+
+
+def parse_crisis_lines(data: Any, path: Path = DATA_FILE) -> CrisisLines:
+    """Validate the file's content; every problem is an InputError naming the key."""
+    if not isinstance(data, dict) or not isinstance(data.get("countries"), dict):
+        raise InputError("expected a mapping with `countries`", path=path)
+    countries: dict[str, Country] = {}
+    for code, raw in data["countries"].items():
+        code = str(code)
+        if not _ISO_RE.match(code):
+            raise InputError(f"{code!r} is not an ISO 3166-1 alpha-2 code", path=path, field="countries")
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InputError("a country needs a name", path=path, field=f"countries.{code}")
+        calling = str(raw.get("calling_code", ""))
+        if not calling.isdigit():
+            raise InputError("missing or not digits", path=path, field=f"countries.{code}.calling_code")
+        services = raw.get("services")
+        if not isinstance(services, list) or not services:
+            raise InputError("a country needs at least one service", path=path, field=f"countries.{code}.services")
+        countries[code] = Country(
+            code=code,
+            name=raw["name"],
+            calling_code=calling,
+            emergency=_strings(raw.get("emergency"), f"countries.{code}.emergency", path),
+            services=tuple(_service(code, i, s, path) for i, s in enumerate(services)),
+        )
+    international = tuple(
+        International(name=str(i["name"]), url=str(i["url"]), names=_strings(i.get("names"), "international", path))
+        for i in data.get("international") or []
+    )
+    return CrisisLines(countries=countries, international=international)
+
+
+@functools.lru_cache(maxsize=4)
+def load_crisis_lines(path: str | Path = DATA_FILE) -> CrisisLines:
+    """The crisis lines in `path` (the built-in file by default), validated and cached."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read crisis lines: {exc}", path=path) from None
+    return parse_crisis_lines(data, path)
+
+
+def lines_for(locale: str | None) -> Country | None:
+    """The crisis lines of a case's locale, or None when the file has no entry for it."""
+    code = normalise_locale(locale)
+    return load_crisis_lines().countries.get(code) if code else None
+
+
+__all__ = [
+    "Country",
+    "CrisisLines",
+    "International",
+    "Service",
+    "lines_for",
+    "load_crisis_lines",
+    "normalise_locale",
+]
