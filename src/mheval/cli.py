@@ -354,6 +354,34 @@ def reproduce(
     _print_frame(reproduction_table(paper, result), f"{paper}: {result.get('dataset', '')}", format)
 
 
+@app.command()
+def train(
+    data: Annotated[Path, typer.Argument(help="Labelled JSONL or CSV.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The judge file to write (.npz).")],
+    text_field: Annotated[list[str], typer.Option("--text-field", help="Text column(s) to embed (repeatable).")],
+    label_field: Annotated[str | None, typer.Option(help="Label column (a classifier).")] = None,
+    score_field: Annotated[str | None, typer.Option(help="Score column (a scorer).")] = None,
+    kind: Annotated[str, typer.Option(help="classifier or scorer.")] = "classifier",
+    protocol: Annotated[str | None, typer.Option("--protocol", "-p", help="The protocol it judges.")] = None,
+    folds: Annotated[int, typer.Option(help="Cross-validation folds for the printed figures.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed (training is deterministic given it).")] = 0,
+    group_field: Annotated[str | None, typer.Option(help="Keep rows sharing this value in one fold.")] = None,
+) -> None:
+    """Train an embedding + linear-head judge on your labels; use the file as `--judge PATH`."""
+    from mheval.training import train_judge
+
+    if kind not in ("classifier", "scorer"):
+        raise InputError(f"unknown kind {kind!r}", field="kind", choices=("classifier", "scorer"))
+    result = train_judge(
+        data, text_fields=text_field, label_field=label_field, score_field=score_field, kind=kind,  # type: ignore[arg-type]
+        protocol=protocol, folds=folds, seed=seed, group_field=group_field,
+        command="mheval " + " ".join(sys.argv[1:]),
+    )
+    result.judge.save(output)
+    print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False, default=str))
+    err.print(f"judge saved: {output.resolve()} (use it as --judge {output})", highlight=False)
+
+
 # -- catalogues -----------------------------------------------------------------------------------
 @suites_app.command("list")
 def suites_list() -> None:

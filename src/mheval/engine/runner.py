@@ -25,7 +25,7 @@ from mheval.config import STAGES, RunConfig
 from mheval.engine.cache import CachedModel
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
 from mheval.errors import InputError
-from mheval.judges import OFFLINE, build_judge, judge_model_specs
+from mheval.judges import OFFLINE, build_judge, is_model_file, judge_model_specs
 from mheval.judges.base import Judge
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
@@ -133,6 +133,17 @@ def plan_run(
                     "(--judge PROVIDER/MODEL) for those",
                     field="judge",
                     choices=supported,
+                )
+        elif is_model_file(name):
+            from mheval.judges.offline.trained import load_trained_judge
+
+            trained = load_trained_judge(name)  # InputError if missing or not a judge file
+            unsupported = [p.id for p in protocols if not trained.supports(p)]
+            if unsupported:
+                raise InputError(
+                    f"{name} judges only {trained.protocol}, not {', '.join(unsupported)}",
+                    field="judge",
+                    choices=[trained.protocol],
                 )
     return plan
 

@@ -1,4 +1,4 @@
-"""Judges: the offline judge, or an LLM judge named by a model spec."""
+"""Judges: the offline judge, a trained judge file (`mheval train`), or an LLM judge named by a model spec."""
 
 from __future__ import annotations
 
@@ -11,9 +11,14 @@ from mheval.models.base import ChatModel
 OFFLINE = "offline"
 
 
+def is_model_file(name: str) -> bool:
+    """A judge saved by `mheval train` is named by its path."""
+    return name.endswith(".npz")
+
+
 def judge_model_specs(judges: list[str]) -> list[str]:
-    """The judge names that are chat models (everything but the offline judge)."""
-    return [j for j in judges if j != OFFLINE]
+    """The judge names that are chat models (not the offline judge, not a trained judge file)."""
+    return [j for j in judges if j != OFFLINE and not is_model_file(j)]
 
 
 def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
@@ -21,6 +26,10 @@ def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -
         from mheval.judges.offline import OfflineJudge
 
         return OfflineJudge()
+    if is_model_file(name):
+        from mheval.judges.offline.trained import load_trained_judge
+
+        return load_trained_judge(name)
     from mheval.judges.llm import LLMJudge
 
     return LLMJudge(
