@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pandas as pd
 import pytest
@@ -93,3 +94,51 @@ def test_export_unknown_format_and_table(tmp_path):
             export_table(store, "judgments", "xml")
         with pytest.raises(InputError, match="choose from: cases, responses, judgments"):
             export_table(store, "nope", "jsonl")
+
+
+def _j(case: str, repeat: int = 0, status: str = "ok") -> Judgment:
+    if status == "ok":
+        return Judgment(case_id=case, protocol="psycrisis", judge="j", model="m", sample=0, repeat=repeat, total=3)
+    return Judgment.unscored("provider_error", "x", case_id=case, protocol="psycrisis", judge="j", model="m",
+                             sample=0, repeat=repeat)
+
+
+def _rows(path, table: str) -> int:
+    with sqlite3.connect(path) as con:  # a second connection sees only what was committed
+        return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def test_deferred_puts_wait_then_land_in_one_flush(tmp_path):
+    store = Store.open(tmp_path)
+    with store.deferred(max_pending=1000):
+        for i in range(10):
+            store.put_judgment(_j(f"c{i}"))
+        store.put_response(Response(case_id="c0", model="m", text="hi"))
+        store.cache_put("k", {"text": "t"})
+        assert _rows(store.path, "judgments") == 0 and store.pending == 12
+        assert store.cache_get("k") == {"text": "t"}  # read-your-writes before the flush
+        assert len(store.finished_judgments()) == 10  # a read flushes first
+        assert _rows(store.path, "judgments") == 10 and store.pending == 0
+        store.put_judgment(_j("c0", status="unscored"))  # a later write of the same unit wins
+    assert _rows(store.path, "judgments") == 10
+    assert [j.status for j in store.judgments() if j.case_id == "c0"] == ["unscored"]
+    store.close()
+
+
+def test_max_pending_and_close_flush(tmp_path):
+    store = Store.open(tmp_path)
+    with store.deferred(max_pending=4):
+        for i in range(3):
+            store.put_judgment(_j(f"c{i}"))
+        assert _rows(store.path, "judgments") == 0
+        store.put_judgment(_j("c3"))
+        assert _rows(store.path, "judgments") == 4
+        store.put_judgment(_j("c4"))
+        store.close()  # closing inside the block still writes what waits
+    assert _rows(tmp_path / Store.FILENAME, "judgments") == 5
+
+
+def test_immediate_mode_is_unchanged(tmp_path):
+    with Store.open(tmp_path) as store:
+        store.put_judgment(_j("c0"))
+        assert _rows(store.path, "judgments") == 1 and store.pending == 0

@@ -53,6 +53,11 @@ class RunConfig(BaseModel):
     concurrency: int = Field(32, ge=1, le=4096)
     timeout_s: float = Field(120.0, gt=0)
     seed: int = 0
+    # Commit finished units in groups (faster on very fast endpoints; a kill may redo the last 0.2 s).
+    group_commit: bool = False
+    # Tokens-per-minute budget per model name, and a price table (a YAML/JSON path or a mapping).
+    tpm: dict[str, int] = Field(default_factory=dict)
+    prices: str | dict[str, Any] | None = None
 
     @field_validator("models", "judges", "protocols")
     @classmethod

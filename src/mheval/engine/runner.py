@@ -1,10 +1,10 @@
 """The stages of a run: triage -> generate -> judge, each reading from and writing to the run store.
 
-Every unit (one triage verdict, one response, one judgment) is committed soon after it finishes
-(group commit: at most GROUP_COMMIT_S later, together with the others finished meanwhile), and each
-stage first asks the store which of its units are already done, so the same command run again makes
-no model call for finished work and a killed run resumes where it stopped, redoing at most the units
-of the last fraction of a second.
+Every unit (one triage verdict, one response, one judgment) is committed as soon as it finishes, and
+each stage first asks the store which of its units are already done, so the same command run again
+makes no model call for finished work and a killed run resumes where it stopped, losing nothing.
+With `group_commit` (opt-in, for very fast endpoints) finished units are committed together at most
+GROUP_COMMIT_S later: a kill may then redo the units of that last fraction of a second.
 
 `plan_run` checks everything the user gave (suite, protocols, models, judges) before anything is
 written, so bad input never leaves a half-made run folder.
@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 
 from mheval.config import STAGES, RunConfig
 from mheval.engine.cache import CachedModel
+from mheval.engine.limits import set_tpm_limits
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
 from mheval.errors import InputError
 from mheval.judges import OFFLINE, build_judge, is_model_file, judge_model_specs
@@ -31,6 +32,7 @@ from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel, ModelError
 from mheval.models.local import require_local_extra
+from mheval.models.pricing import load_prices, set_prices
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
@@ -158,6 +160,11 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
     progress = progress or _Silent()
     run_dir = config.run_dir()
     started = time.perf_counter()
+    set_tpm_limits(config.tpm)
+    if isinstance(config.prices, str):
+        load_prices(config.prices)
+    elif config.prices:
+        set_prices(config.prices)
     store = Store.open(run_dir)
     try:
         _write_config(run_dir, config)
@@ -170,7 +177,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         targets = config.models if "generate" in plan.stages else []
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
         opened = open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s)
-        async with opened as raw_models, _group_commit(store):
+        commits = _group_commit(store) if config.group_commit else contextlib.nullcontext()
+        async with opened as raw_models, commits:
             models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
             judges = [build_judge(j, models, config) for j in config.judges]
             cases = plan.suite.cases

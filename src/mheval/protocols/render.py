@@ -9,6 +9,7 @@ examples) is appended to the system prompt, so no protocol file can forget them.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import TYPE_CHECKING, Any
@@ -203,9 +204,22 @@ _EMPTY_RE = re.compile(r"\n*[ \t]*\x00empty\x00[ \t]*\n*")
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
-    """Fill a template; a placeholder with nothing to show leaves no blank gap behind."""
+    """Fill a template; a placeholder with nothing to show leaves no blank gap behind.
+
+    Same result as `_EMPTY_RE.sub("\\n\\n", text)`, without a regex scan of the whole prompt (which
+    was most of the cost of rendering)."""
     text = template.format(**{k: v if v else _EMPTY for k, v in values.items()})
-    return _EMPTY_RE.sub("\n\n", text).strip()
+    if _EMPTY in text:
+        parts = text.split(_EMPTY)
+        last = len(parts) - 1
+        for i, part in enumerate(parts):
+            if i > 0:
+                part = part.lstrip(" \t").lstrip("\n")
+            if i < last:
+                part = part.rstrip(" \t").rstrip("\n")
+            parts[i] = part
+        text = "\n\n".join(parts)
+    return text.strip()
 
 
 def _label_name(label: str, lang: str) -> str:
@@ -213,6 +227,7 @@ def _label_name(label: str, lang: str) -> str:
     return f"{name} ({label})" if lang == "en" else f"{name}（{label}）"
 
 
+@functools.lru_cache(maxsize=1024)  # pure in (spec, lang[, label]); rendered for every judge call
 def render_criteria(spec: ProtocolSpec, lang: str, crisis_label: str | None = None) -> str:
     """The rubric in `lang`: labels, dimensions and the level descriptions that apply."""
     p = _PHRASES[lang]
@@ -284,6 +299,7 @@ def _skeleton(spec: ProtocolSpec, lang: str) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1024)  # pure in (spec, lang[, label]); rendered for every judge call
 def render_output_format(spec: ProtocolSpec, lang: str) -> str:
     p = _PHRASES[lang]
     skeleton = json.dumps(_skeleton(spec, lang), ensure_ascii=False, indent=2)

@@ -146,6 +146,7 @@ class ProtocolSpec:
     def __init__(self, definition: ProtocolDefinition, path: Path) -> None:
         self.definition = definition
         self.path = path
+        self._schemas: dict[str, dict[str, Any]] = {}
         self._label_lookup: dict[str, str] = {}
         for label in definition.labels or []:
             for alias in (label.id, label.name.en, label.name.zh, *label.aliases):
@@ -258,10 +259,17 @@ class ProtocolSpec:
         return out
 
     def output_schema(self, language: str | None = None) -> dict[str, Any]:
-        """JSON schema of the judge's answer, usable as an OpenAI-style strict `json_schema`."""
+        """JSON schema of the judge's answer, usable as an OpenAI-style strict `json_schema`.
+
+        Built once per language and then the same object every time (do not mutate it): the client
+        and the call cache remember its JSON by identity, so judge calls skip serialising it."""
         from mheval.protocols.render import output_schema
 
-        return output_schema(self, language or "en")
+        lang = language or "en"
+        cached = self._schemas.get(lang)
+        if cached is None:
+            cached = self._schemas[lang] = output_schema(self, lang)
+        return cached
 
 
 _NAME_SEP_RE = re.compile(r"[\s_\-]+")

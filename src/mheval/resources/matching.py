@@ -83,6 +83,9 @@ class _NumberPattern:
     owners: tuple[tuple[str, str], ...]  # (country, number as written)
     needs_cue: bool
     near_cue_only: bool
+    # Every digit string a match can hold (national, international, with "(0)"); a match's digits are
+    # contiguous in the text's digits, so a text whose digits contain none of these cannot match.
+    forms: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,10 +93,30 @@ class _NamePattern:
     regex: re.Pattern[str]
     owners: tuple[tuple[str, str], ...]  # (country, service name)
     length: int
+    # The name's first word in lower case when it is ASCII (after NFKC, str.lower agrees with
+    # re.IGNORECASE there): a text without it cannot match. None: always try the regex.
+    first: str | None = None
 
 
 def _digit_regex(ds: str) -> str:
     return _SEP.join(re.escape(d) for d in ds)
+
+
+def _number_forms(ds: str, calling_codes: set[str]) -> tuple[str, ...]:
+    """The digit strings `_number_regex(ds, calling_codes)` can match (kept in step with it)."""
+    forms = {ds}
+    if ds.startswith("1") and "1" in calling_codes and len(ds) == 11:
+        forms.add(ds[1:])
+    if len(ds) >= 6:
+        for cc in calling_codes:
+            national = ds[1:] if ds.startswith("0") else ds[len(cc):] if ds.startswith(cc) and cc == "1" else ds
+            forms.update((digits(cc) + national, digits(cc) + "0" + national))
+    return tuple(sorted(forms))
+
+
+def _first_word(name: str) -> str | None:
+    first = unicodedata.normalize("NFKC", name).split()[0]
+    return first.lower() if first.isascii() else None
 
 
 def _number_regex(ds: str, calling_codes: set[str]) -> str:
@@ -142,6 +165,7 @@ def _index(lines: CrisisLines) -> tuple[list[_NumberPattern], list[_NamePattern]
                 owners=unique,
                 needs_cue=len(ds) <= 5,
                 near_cue_only=len(ds) <= 2,
+                forms=_number_forms(ds, codes),
             )
         )
     numbers.sort(key=lambda p: -len(p.digits))  # longest first, so 111 is not found inside 0800 111 0 111
@@ -151,7 +175,8 @@ def _index(lines: CrisisLines) -> tuple[list[_NumberPattern], list[_NamePattern]
             for name in service.names:
                 by_name.setdefault(name, []).append((country.code, service.name))
     names = [
-        _NamePattern(regex=_name_regex(n), owners=tuple(dict.fromkeys(o)), length=len(n)) for n, o in by_name.items()
+        _NamePattern(regex=_name_regex(n), owners=tuple(dict.fromkeys(o)), length=len(n), first=_first_word(n))
+        for n, o in by_name.items()
     ]
     names.sort(key=lambda p: -p.length)  # "Samaritans of Singapore" before "Samaritans"
     international = [(i.name, _name_regex(alias)) for i in lines.international for alias in (i.name, *i.names)]
@@ -187,13 +212,19 @@ def find_lines(text: str, lines: CrisisLines | None = None) -> tuple[list[tuple[
     numbers, names, international = _index(lines)
     work = unicodedata.normalize("NFKC", text)
     found: list[tuple[str, str]] = []
+    stream = digits(work)  # cheap necessary conditions first: most patterns cannot match a given reply
     for pattern in numbers:
+        if not any(form in stream for form in pattern.forms):
+            continue
         for m in list(pattern.regex.finditer(work)):
             if pattern.needs_cue and not _has_cue(work, m.start(), m.end(), pattern.near_cue_only):
                 continue
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
+    lowered = work.lower()
     for pattern in names:
+        if pattern.first is not None and pattern.first not in lowered:
+            continue
         for m in list(pattern.regex.finditer(work)):
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
