@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from mheval.errors import InputError
 from mheval.records import CRISIS_LABELS, Case, Response, Turn
-from mheval.suites.readers import Loaded, clean_json, read_text, type_name, validation_error
+from mheval.suites.readers import Loaded, clean_json, json_records, read_text, type_name, validation_error
 
 SAFETY_LABELS: tuple[str, ...] = (
     "nonsense",
@@ -85,27 +85,7 @@ def _case(path: Path, line: int, **fields: Any) -> Case:
 
 def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or array position, record) from a JSONL file or a JSON array file."""
-    text = read_text(path)
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON array ({exc.msg})", path=path, line=exc.lineno) from None
-        for n, item in enumerate(items, start=1):
-            if not isinstance(item, dict):
-                raise InputError(f"array item {n} must be an object, got {type_name(item)}", path=path)
-            yield n, item
-        return
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", path=path, line=n) from None
-        if not isinstance(item, dict):
-            raise InputError(f"each line must be a JSON object, got {type_name(item)}", path=path, line=n)
-        yield n, item
+    return json_records(read_text(path), path)
 
 
 def _require_str(record: dict[str, Any], field: str, path: Path, line: int) -> str:

@@ -379,3 +379,27 @@ def read_rows(rows: Iterable[Mapping[str, Any]], path: Path, mapping: Mapping[st
     for n, row in enumerate(rows, start=1):
         builder.add(row, n)
     return builder.cases, builder.responses
+
+
+def json_records(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line or array position, record) from the text of a JSONL file or a JSON array file."""
+    if text.lstrip().startswith("["):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON array ({exc.msg})", path=path, line=exc.lineno) from None
+        for n, item in enumerate(items, start=1):
+            if not isinstance(item, dict):
+                raise InputError(f"array item {n} must be an object, got {type_name(item)}", path=path)
+            yield n, item
+        return
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", path=path, line=n) from None
+        if not isinstance(item, dict):
+            raise InputError(f"each line must be a JSON object, got {type_name(item)}", path=path, line=n)
+        yield n, item

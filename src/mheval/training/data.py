@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from mheval.errors import InputError
 from mheval.records import Case, Turn
 from mheval.suites.papers import split_segments
-from mheval.suites.readers import detect_language, read_text, type_name
+from mheval.suites.readers import detect_language, json_records, read_text, type_name
 
 RESPONSE_NAMES: frozenset[str] = frozenset({"response", "answer", "reply", "output", "completion"})
 """Text fields with these names hold the reply under judgment; any other text field holds the case."""
@@ -34,35 +34,12 @@ def read_rows(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     if suffix == ".csv":
         rows = list(_csv_rows(text))
     elif suffix in (".jsonl", ".json", ".ndjson"):
-        rows = list(_json_rows(text, path))
+        rows = list(json_records(text, path))
     else:
         raise InputError(f"unsupported file type {suffix or '(none)'!r}", path=path, choices=[".jsonl", ".csv"])
     if not rows:
         raise InputError("no rows", path=path)
     return rows
-
-
-def _json_rows(text: str, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    if text.lstrip().startswith("["):
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON array ({exc.msg})", path=path, line=exc.lineno) from None
-        for n, item in enumerate(items, start=1):
-            if not isinstance(item, dict):
-                raise InputError(f"array item {n} must be an object, got {type_name(item)}", path=path)
-            yield n, item
-        return
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", path=path, line=n) from None
-        if not isinstance(item, dict):
-            raise InputError(f"each line must be a JSON object, got {type_name(item)}", path=path, line=n)
-        yield n, item
 
 
 def _csv_rows(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
