@@ -258,10 +258,13 @@ class AgreementReport:
 
     def to_rich_table(self) -> Any:
         """A rich Table: one row per statistic, one column per block (humans first)."""
+        return self._table(self._model_rows if self.unit == "model" else self._item_rows)
+
+    def _table(self, add_rows: Callable[[Any, Callable[[Any], list[str]]], None]) -> Any:
+        """The table skeleton both units share: a column per block, a section per dimension;
+        `add_rows(table, cells)` adds one dimension's rows, `cells(fn)` giving fn(block) per column."""
         from rich.table import Table
 
-        if self.unit == "model":
-            return self._model_table()
         names = list(dict.fromkeys(b.name for b in self.blocks))
         table = Table(title=self.title)
         table.add_column("statistic", style="bold")
@@ -276,54 +279,40 @@ class AgreementReport:
             def cells(fn: Any, by_name: dict[str, Block] = by_name) -> list[str]:
                 return [fn(by_name[n]) if n in by_name else "" for n in names]
 
-            table.add_row("items", *cells(lambda b: str(b.n_items)))
-            for key, label, scale_only in _ROWS:
-                if scale_only and not self.scale:
-                    continue
-                table.add_row(label, *cells(lambda b, k=key: _fmt(b.estimate(k))))
-            table.add_row("pairwise range", *cells(lambda b: _range(b.pairwise.get(self.headline))))
-            table.add_row("reliability (CI width)", *cells(lambda b: _attr(b, "verdict")))
-            table.add_row("vs human range", *cells(_position))
-            if self.scale:
-                table.add_row("leniency (judge - human mean)", *cells(lambda b: _attr(b, "leniency")))
-            table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
-            table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
-            if self.leave_own_model_out:
-                table.add_row("own-family sources, excluded", *cells(_excluded))
+            add_rows(table, cells)
         return table
 
-    def _model_table(self) -> Any:
-        """The model-unit table: ICCs over per-source means, both width verdicts, sources kept/excluded."""
-        from rich.table import Table
-
-        names = list(dict.fromkeys(b.name for b in self.blocks))
-        table = Table(title=self.title)
-        table.add_column("statistic", style="bold")
-        for n in names:
-            table.add_column(n)
-        for dim in self.dimensions:
-            by_name = {b.name: b for b in self.blocks if b.dimension == dim}
-            if dim is not None:
-                table.add_section()
-                table.add_row(f"[italic]{dim}[/italic]", *[""] * len(names))
-
-            def cells(fn: Any, by_name: dict[str, Block] = by_name) -> list[str]:
-                return [fn(by_name[n]) if n in by_name else "" for n in names]
-
-            table.add_row("sources", *cells(lambda b: str(b.n_items)))
-            table.add_row("items used", *cells(lambda b: str(b.counts.get("items_used", ""))))
-            for key, label in (("icc_c1", "ICC(C,1)"), ("icc_a1", "ICC(A,1)")):
-                table.add_row(f"{label} over source means", *cells(lambda b, k=key: _fmt(b.estimate(k))))
-                table.add_row(f"{label} reliability (CI width)", *cells(lambda b, k=key: _verdict(b.estimate(k))))
-            table.add_row(
-                "bias (judge - human), over sources", *cells(lambda b: _fmt(b.stats.get("bias_vs_human_mean")))
-            )
-            table.add_row("leniency", *cells(lambda b: _attr(b, "leniency")))
-            table.add_row("ICC(A,1) vs human range", *cells(_position))
-            table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
-            table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
+    def _item_rows(self, table: Any, cells: Callable[[Any], list[str]]) -> None:
+        table.add_row("items", *cells(lambda b: str(b.n_items)))
+        for key, label, scale_only in _ROWS:
+            if scale_only and not self.scale:
+                continue
+            table.add_row(label, *cells(lambda b, k=key: _fmt(b.estimate(k))))
+        table.add_row("pairwise range", *cells(lambda b: _range(b.pairwise.get(self.headline))))
+        table.add_row("reliability (CI width)", *cells(lambda b: _attr(b, "verdict")))
+        table.add_row("vs human range", *cells(_position))
+        if self.scale:
+            table.add_row("leniency (judge - human mean)", *cells(lambda b: _attr(b, "leniency")))
+        table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
+        table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
+        if self.leave_own_model_out:
             table.add_row("own-family sources, excluded", *cells(_excluded))
-        return table
+
+    def _model_rows(self, table: Any, cells: Callable[[Any], list[str]]) -> None:
+        """The model unit: ICCs over per-source means, both width verdicts, sources kept/excluded."""
+        table.add_row("sources", *cells(lambda b: str(b.n_items)))
+        table.add_row("items used", *cells(lambda b: str(b.counts.get("items_used", ""))))
+        for key, label in (("icc_c1", "ICC(C,1)"), ("icc_a1", "ICC(A,1)")):
+            table.add_row(f"{label} over source means", *cells(lambda b, k=key: _fmt(b.estimate(k))))
+            table.add_row(f"{label} reliability (CI width)", *cells(lambda b, k=key: _verdict(b.estimate(k))))
+        table.add_row(
+            "bias (judge - human), over sources", *cells(lambda b: _fmt(b.stats.get("bias_vs_human_mean")))
+        )
+        table.add_row("leniency", *cells(lambda b: _attr(b, "leniency")))
+        table.add_row("ICC(A,1) vs human range", *cells(_position))
+        table.add_row("self-consistency (repeats)", *cells(lambda b: _fmt(b.self_consistency)))
+        table.add_row("unscored, excluded", *cells(lambda b: str(b.counts.get("unscored", ""))))
+        table.add_row("own-family sources, excluded", *cells(_excluded))
 
 
 def _num(x: float | None) -> str:
