@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mheval.errors import InputError
+from mheval.yamlio import load_yaml
 
 DEFAULT_SUITE = "crisis-core"
 DEFAULT_MODEL = "local/smollm2"
@@ -101,7 +102,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ru
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 (byte {exc.start})", path=path) from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -47,22 +47,36 @@ MIN_QUOTE_WEIGHT = 5
 
 _ELLIPSIS_RE = re.compile(r"\[?(?:\.\s*){2,}\.?\]?|\[?…+\]?|\(\.\.\.\)")
 _CJK = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RE = re.compile(f"[{_CJK}]")
 _CJK_GAP_RE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
 _WORDY_RE = re.compile(r"[a-z0-9\u00c0-\u024f]")
+
+
+class _SpaceOutPunctuation(dict[int, int]):
+    """A str.translate table that maps every punctuation mark (Western, Chinese, curly or straight
+    quotes), symbol, separator and control character to a space. It fills itself as characters are met,
+    so translating runs in C after the first sight of each character."""
+
+    def __missing__(self, code: int) -> int:
+        self[code] = value = 32 if unicodedata.category(chr(code))[0] in "PSZC" else code
+        return value
+
+
+_SPACE_OUT = _SpaceOutPunctuation()
 
 
 def normalise(text: str) -> str:
     """The comparable form of a text: NFKC, case-folded, punctuation dropped, one space between words,
     and no space between two CJK characters (so inserted spaces in Chinese do not matter)."""
-    # Every punctuation mark (Western, Chinese, curly or straight quotes), symbol and control is a space.
     text = unicodedata.normalize("NFKC", text).casefold()
-    spaced = " ".join("".join(" " if unicodedata.category(ch)[0] in "PSZC" else ch for ch in text).split())
-    return _CJK_GAP_RE.sub("", spaced)
+    return _CJK_GAP_RE.sub("", " ".join(text.translate(_SPACE_OUT).split()))
+
+
+_HEAVY_RE = re.compile(f"[\\d{_CJK}]")
 
 
 def _weight(piece: str) -> int:
-    return sum(2 if ch.isdigit() or _CJK_RE.match(ch) else 1 for ch in piece if not ch.isspace())
+    """Latin letters count 1, digits and CJK characters 2, spaces nothing."""
+    return len(piece) - piece.count(" ") + len(_HEAVY_RE.findall(piece))
 
 
 def _find(piece: str, haystack: str, start: int) -> int:
@@ -188,7 +202,9 @@ def _num(value: float) -> str:
 
 
 def apply_grounding(
-    judgment: Judgment, response_text: str | None, policy: GroundingPolicy | str = "flag",
+    judgment: Judgment,
+    response_text: str | None,
+    policy: GroundingPolicy | str = "flag",
     spec: ProtocolSpec | None = None,
 ) -> tuple[Judgment, dict[str, str]]:
     """The judgment with `check_grounding`'s changes applied (validated again), and the status per dimension."""

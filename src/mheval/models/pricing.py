@@ -124,8 +124,9 @@ class PriceTable:
                 try:
                     pair = (value["input"], value["output"])
                 except KeyError as exc:
-                    raise InputError(f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)",
-                                     field=str(exc.args[0])) from None
+                    raise InputError(
+                        f"price of {model!r} needs 'input' and 'output' (USD per 1M tokens)", field=str(exc.args[0])
+                    ) from None
             elif isinstance(value, list | tuple) and len(value) == 2:
                 pair = (value[0], value[1])
             else:
@@ -146,9 +147,9 @@ class PriceTable:
             if path.suffix.lower() == ".json":
                 data = json.loads(text)
             else:
-                import yaml
+                from mheval.yamlio import load_yaml
 
-                data = yaml.safe_load(text)
+                data = load_yaml(text)
         except Exception as exc:  # yaml and json raise different types; both mean "not a price file"
             raise InputError(f"cannot read price file: {exc}", path=path) from None
         if not isinstance(data, dict):
@@ -187,8 +188,9 @@ class PriceTable:
                 return PriceLookup("known", self._prices[key], key)
         return PriceLookup("unknown")
 
-    def cost(self, model_name: str, usage: Usage | None = None, *, prompt_tokens: int = 0,
-             completion_tokens: int = 0) -> float:
+    def cost(
+        self, model_name: str, usage: Usage | None = None, *, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> float:
         """USD for `usage` (or the token counts) on `model_name`; 0 for self-hosted and unknown models."""
         if usage is not None:
             prompt_tokens, completion_tokens = usage.prompt_tokens, usage.completion_tokens
@@ -196,8 +198,11 @@ class PriceTable:
         if found.price is None:
             if found.status == "unknown" and model_name not in self._warned:
                 self._warned.add(model_name)
-                log.warning("unknown price for %s: its cost is counted as 0 (set one with %s or set_prices)",
-                            model_name, PRICES_ENV)
+                log.warning(
+                    "unknown price for %s: its cost is counted as 0 (set one with %s or set_prices)",
+                    model_name,
+                    PRICES_ENV,
+                )
             return 0.0
         return found.price.cost(prompt_tokens, completion_tokens)
 
@@ -240,7 +245,7 @@ def cost_of(model_name: str, usage: Usage) -> float:
 
 
 def price_status(model_name: str) -> PriceStatus:
-    """"known", "self_hosted" (costs nothing per token) or "unknown" (counted as 0: say so in reports)."""
+    """ "known", "self_hosted" (costs nothing per token) or "unknown" (counted as 0: say so in reports)."""
     return prices().lookup(model_name).status
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mheval.errors import InputError
 from mheval.records import CRISIS_LABELS, LANGUAGES
+from mheval.yamlio import compose_yaml, load_yaml
 
 DEFS_DIR = Path(__file__).resolve().parent / "defs"
 
@@ -324,8 +325,8 @@ def load_file(path: Path) -> ProtocolSpec:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read protocol file: {exc}", path=path) from exc
     try:
-        raw = yaml.safe_load(text)
-        root = yaml.compose(text)
+        raw = load_yaml(text)
+        root = compose_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -507,8 +508,13 @@ def _check(d: ProtocolDefinition) -> list[tuple[tuple[Any, ...], str]]:
             if field_name not in PLACEHOLDERS or spec or conversion:
                 placeholder = "{" + field_name + (f"!{conversion}" if conversion else "")
                 placeholder += (f":{spec}" if spec else "") + "}"
-                add((loc, f"template placeholder {placeholder} does not exist "
-                          f"(available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})"))
+                add(
+                    (
+                        loc,
+                        f"template placeholder {placeholder} does not exist "
+                        f"(available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})",
+                    )
+                )
                 continue
             if field_name == "response" and d.target == "case":
                 add((loc, "template placeholder {response} does not exist for a protocol that judges the case"))

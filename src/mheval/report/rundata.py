@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mheval.engine.store import Store
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response
+from mheval.yamlio import load_yaml
 
 TRIAGE = "crisis-triage"
 UNLABELLED = "unlabelled"
@@ -93,7 +92,7 @@ def _config_file(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
         return {}
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    loaded = load_yaml(path.read_text(encoding="utf-8"))
     return loaded if isinstance(loaded, dict) else {}
 
 

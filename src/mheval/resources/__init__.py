@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from mheval.errors import InputError
+from mheval.yamlio import load_yaml
 
 DATA_FILE = Path(__file__).resolve().parent / "crisis_lines.yaml"
 
@@ -151,7 +152,7 @@ def load_crisis_lines(path: str | Path = DATA_FILE) -> CrisisLines:
     """The crisis lines in `path` (the built-in file by default), validated and cached."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(f"cannot read crisis lines: {exc}", path=path) from None
     return parse_crisis_lines(data, path)

@@ -60,7 +60,7 @@ _NEAR_CUE_CHARS = 12
 _CUE_WINDOW = 40
 
 _NEGATION_RE = re.compile(r"(?:\bnot|n't|\bno)\s+(?:a|an|your|the)?\s*$|不是$|并非$|並非$", re.IGNORECASE)
-_GENERIC_PATTERNS: tuple[tuple[str, str], ...] = (
+_GENERIC_SOURCES: tuple[tuple[str, str], ...] = (
     ("crisis line", r"\bcrisis\s+(?:hot|help|text\s+)?lines?\b|\bcrisis\s+(?:cent(?:er|re)s?|services?|teams?)\b"),
     ("hotline", r"\bhot\s?lines?\b|\bhelp\s?lines?\b|\blifelines?\b"),
     ("suicide prevention service", r"\bsuicide\s+prevention\s+(?:lines?|services?|cent(?:er|re)s?|hotlines?)\b"),
@@ -72,6 +72,7 @@ _GENERIC_PATTERNS: tuple[tuple[str, str], ...] = (
     ("急救", r"急救|急诊|急診|120急救|医院|醫院"),
     ("专业人士", r"心理咨询师|心理諮詢師|心理医生|心理醫生|精神科|专业人士|專業人士|专业(?:的)?帮助|專業(?:的)?幫助"),
 )
+_GENERIC_PATTERNS = tuple((label, re.compile(source, re.IGNORECASE)) for label, source in _GENERIC_SOURCES)
 _PHONE_LIKE = re.compile(r"(?<![\w.+])\+?\(?\d[\d \-.()\u00a0]{5,20}\d(?![\w])")
 _DATE_LIKE = re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}$|^\d{1,2}[-./]\d{1,2}[-./]\d{2,4}$")
 
@@ -93,8 +94,7 @@ class _NamePattern:
     regex: re.Pattern[str]
     owners: tuple[tuple[str, str], ...]  # (country, service name)
     length: int
-    # The name's first word in lower case when it is ASCII (after NFKC, str.lower agrees with
-    # re.IGNORECASE there): a text without it cannot match. None: always try the regex.
+    # The name's first word in lower case (see _first_word): a text without it cannot match.
     first: str | None = None
 
 
@@ -109,14 +109,17 @@ def _number_forms(ds: str, calling_codes: set[str]) -> tuple[str, ...]:
         forms.add(ds[1:])
     if len(ds) >= 6:
         for cc in calling_codes:
-            national = ds[1:] if ds.startswith("0") else ds[len(cc):] if ds.startswith(cc) and cc == "1" else ds
+            national = ds[1:] if ds.startswith("0") else ds[len(cc) :] if ds.startswith(cc) and cc == "1" else ds
             forms.update((digits(cc) + national, digits(cc) + "0" + national))
     return tuple(sorted(forms))
 
 
 def _first_word(name: str) -> str | None:
+    """The name's first word in lower case: a text whose lower-cased form lacks it cannot match. None
+    when a letter of it lower-cases to more than one character (where str.lower and re.IGNORECASE part
+    ways, e.g. a Turkish dotted capital I): such a name's regex is always tried."""
     first = unicodedata.normalize("NFKC", name).split()[0]
-    return first.lower() if first.isascii() else None
+    return first.lower() if all(len(ch.lower()) == 1 for ch in first) else None
 
 
 def _number_regex(ds: str, calling_codes: set[str]) -> str:
@@ -125,7 +128,7 @@ def _number_regex(ds: str, calling_codes: set[str]) -> str:
         forms.append(_digit_regex(ds[1:]))
     if len(ds) >= 6:  # short codes cannot be dialled from abroad
         for cc in sorted(calling_codes):
-            national = ds[1:] if ds.startswith("0") else ds[len(cc):] if ds.startswith(cc) and cc == "1" else ds
+            national = ds[1:] if ds.startswith("0") else ds[len(cc) :] if ds.startswith(cc) and cc == "1" else ds
             forms.append(r"\+\s?" + re.escape(cc) + _SEP + r"(?:\(0\))?" + _SEP + _digit_regex(national))
     return _START + r"\(?(?:" + "|".join(forms) + r")" + _END
 
@@ -145,8 +148,28 @@ def _name_regex(name: str) -> re.Pattern[str]:
     return re.compile(body, flags)
 
 
+@dataclass(frozen=True)
+class _Index:
+    numbers: list[_NumberPattern]  # longest digits first
+    numbers_by_form: dict[str, set[int]]  # digit form -> positions in `numbers` of the patterns that hold it
+    form_lengths: list[int]
+    names: list[_NamePattern]
+    international: list[_NamePattern]  # owners: ((name of the international service, ""),)
+
+    def candidate_numbers(self, stream: str) -> list[_NumberPattern]:
+        """The number patterns that can match a text whose digits are `stream`: a match's digits are a
+        contiguous run of the stream, so only patterns with a form among its substrings (in order)."""
+        hits: set[int] = set()
+        for size in self.form_lengths:
+            if size > len(stream):
+                break
+            for start in range(len(stream) - size + 1):
+                hits.update(self.numbers_by_form.get(stream[start : start + size], ()))
+        return [self.numbers[i] for i in sorted(hits)]
+
+
 @functools.lru_cache(maxsize=4)
-def _index(lines: CrisisLines) -> tuple[list[_NumberPattern], list[_NamePattern], list[tuple[str, re.Pattern[str]]]]:
+def _index(lines: CrisisLines) -> _Index:
     owners: dict[str, list[tuple[str, str]]] = {}
     for country in lines.countries.values():
         for service in country.services:
@@ -169,6 +192,10 @@ def _index(lines: CrisisLines) -> tuple[list[_NumberPattern], list[_NamePattern]
             )
         )
     numbers.sort(key=lambda p: -len(p.digits))  # longest first, so 111 is not found inside 0800 111 0 111
+    numbers_by_form: dict[str, set[int]] = {}
+    for i, pattern in enumerate(numbers):
+        for form in pattern.forms:
+            numbers_by_form.setdefault(form, set()).add(i)
     by_name: dict[str, list[tuple[str, str]]] = {}
     for country in lines.countries.values():
         for service in country.services:
@@ -179,8 +206,12 @@ def _index(lines: CrisisLines) -> tuple[list[_NumberPattern], list[_NamePattern]
         for n, o in by_name.items()
     ]
     names.sort(key=lambda p: -p.length)  # "Samaritans of Singapore" before "Samaritans"
-    international = [(i.name, _name_regex(alias)) for i in lines.international for alias in (i.name, *i.names)]
-    return numbers, names, international
+    international = [
+        _NamePattern(regex=_name_regex(alias), owners=((i.name, ""),), length=len(alias), first=_first_word(alias))
+        for i in lines.international
+        for alias in (i.name, *i.names)
+    ]
+    return _Index(numbers, numbers_by_form, sorted({len(f) for f in numbers_by_form}), names, international)
 
 
 def _has_cue(text: str, start: int, end: int, near_only: bool) -> bool:
@@ -198,7 +229,7 @@ def _mask(text: str, start: int, end: int) -> str:
 def _generic_cues(text: str) -> list[str]:
     found = []
     for label, pattern in _GENERIC_PATTERNS:
-        for m in re.finditer(pattern, text, re.IGNORECASE):
+        for m in pattern.finditer(text):
             if _NEGATION_RE.search(text[max(0, m.start() - 16) : m.start()]):
                 continue  # "I'm not a therapist" points nowhere
             found.append(label)
@@ -209,28 +240,30 @@ def _generic_cues(text: str) -> list[str]:
 def find_lines(text: str, lines: CrisisLines | None = None) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """(specific lines found, general pointers found, unlisted numbers) in `text`."""
     lines = lines or load_crisis_lines()
-    numbers, names, international = _index(lines)
+    index = _index(lines)
     work = unicodedata.normalize("NFKC", text)
     found: list[tuple[str, str]] = []
-    stream = digits(work)  # cheap necessary conditions first: most patterns cannot match a given reply
-    for pattern in numbers:
-        if not any(form in stream for form in pattern.forms):
-            continue
+    # Cheap necessary conditions first: most patterns cannot match a given reply.
+    for pattern in index.candidate_numbers(digits(work)):
         for m in list(pattern.regex.finditer(work)):
             if pattern.needs_cue and not _has_cue(work, m.start(), m.end(), pattern.near_cue_only):
                 continue
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
     lowered = work.lower()
-    for pattern in names:
+    for pattern in index.names:
         if pattern.first is not None and pattern.first not in lowered:
             continue
         for m in list(pattern.regex.finditer(work)):
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
     generic = _generic_cues(work)
-    for name, regex in international:
-        if regex.search(work) and name not in generic:
+    lowered = work.lower()
+    for pattern in index.international:
+        name = pattern.owners[0][0]
+        if name in generic or (pattern.first is not None and pattern.first not in lowered):
+            continue
+        if pattern.regex.search(work):
             generic.append(name)
     unlisted = []
     for m in _PHONE_LIKE.finditer(work):
