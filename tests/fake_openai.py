@@ -36,6 +36,13 @@ What you can assert on afterwards:
 
 `GET /v1/models` answers a one-model list. `reset()` empties the queue, the records, the counters
 and the refusals, and restores the default reply.
+
+The Batch API (`POST /v1/files`, `POST /v1/batches`, `GET /v1/batches/{id}`, `GET /v1/files/{id}/content`):
+each line of a batch is answered by the next scripted behaviour, as a chat call would be (delays and
+dropped connections do not apply), when the batch is first polled after `server.batch_hold` is False.
+`server.batch_outcome` ("completed", "failed", "expired") says how the job ends; `server.batches` lists
+every created batch as a dict (id, status, requests, polls); chat calls made inside a batch do not count
+in `server.calls`. 200 answers go to the output file, the others to the error file.
 """
 
 from __future__ import annotations
@@ -125,6 +132,10 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.refused: dict[str, int] = {}
+        self.files: dict[str, bytes] = {}
+        self.batches: list[dict[str, Any]] = []
+        self.batch_hold = False
+        self.batch_outcome = "completed"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -155,6 +166,10 @@ class FakeOpenAI:
             self.calls = 0
             self.max_in_flight = 0
             self.refused = {}
+            self.files = {}
+            self.batches = []
+            self.batch_hold = False
+            self.batch_outcome = "completed"
 
     @property
     def base_url(self) -> str:
@@ -202,6 +217,10 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/files", self._upload)
+        app.router.add_get("/v1/files/{id}/content", self._file_content)
+        app.router.add_post("/v1/batches", self._create_batch)
+        app.router.add_get("/v1/batches/{id}", self._get_batch)
         # handler_cancellation: a client that gives up (timeout) also ends our sleeping handler.
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -259,15 +278,26 @@ class FakeOpenAI:
             )
         if b.kind == "malformed":
             return web.Response(text='{"choices": [ {"message": ', content_type="application/json")
-        if b.kind == "no_choices":
-            return web.json_response({"id": "fake", "object": "chat.completion", "choices": []})
         if b.kind == "drop":
             # Close the socket with no answer; the client sees a dropped connection.
             assert request.transport is not None
             request.transport.close()
             raise asyncio.CancelledError
+        code, answer = self._answer(body, b)
+        return web.json_response(answer, status=code, headers=b.headers)
+
+    def _answer(self, body: Any, b: Behaviour) -> tuple[int, dict[str, Any]]:
+        """(HTTP status, JSON body) of a behaviour that answers (reply, respond, status, no_choices)."""
+        if b.kind == "respond":
+            assert b.fn is not None
+            out = b.fn(body)
+            return self._answer(body, out if isinstance(out, Behaviour) else reply(out, usage=b.usage))
+        if b.kind == "status":
+            return b.status, {"error": {"message": b.message, "code": b.status}}
+        if b.kind == "no_choices":
+            return 200, {"id": "fake", "object": "chat.completion", "choices": []}
         prompt, completion = b.usage or (_words(body), len(b.text.split()))
-        return web.json_response(
+        return 200, (
             {
                 "id": "fake-1",
                 "object": "chat.completion",
@@ -282,3 +312,63 @@ class FakeOpenAI:
                 },
             }
         )
+
+    # -- the Batch API ---------------------------------------------------------------------------
+    def _new_file(self, content: bytes) -> str:
+        file_id = f"file-{len(self.files) + 1}"
+        self.files[file_id] = content
+        return file_id
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        if form.get("purpose") != "batch" or not hasattr(upload, "file"):
+            return web.json_response({"error": {"message": "expected purpose=batch and a file"}}, status=400)
+        with self._lock:
+            file_id = self._new_file(upload.file.read())  # type: ignore[union-attr]
+        return web.json_response({"id": file_id, "object": "file", "purpose": "batch"})
+
+    async def _file_content(self, request: web.Request) -> web.Response:
+        with self._lock:
+            content = self.files.get(request.match_info["id"])
+        if content is None:
+            return web.json_response({"error": {"message": "no such file"}}, status=404)
+        return web.Response(body=content, content_type="application/jsonl")
+
+    async def _create_batch(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        with self._lock:
+            content = self.files.get(body.get("input_file_id", ""))
+            if content is None or body.get("endpoint") != "/v1/chat/completions":
+                return web.json_response({"error": {"message": "bad input_file_id or endpoint"}}, status=400)
+            batch = {"id": f"batch-{len(self.batches) + 1}", "object": "batch", "status": "in_progress",
+                     "input_file_id": body["input_file_id"], "requests": len(content.splitlines()), "polls": 0,
+                     "output_file_id": None, "error_file_id": None}  # fmt: skip
+            self.batches.append(batch)
+            return web.json_response({k: v for k, v in batch.items() if k != "polls"})
+
+    async def _get_batch(self, request: web.Request) -> web.Response:
+        with self._lock:
+            found = [b for b in self.batches if b["id"] == request.match_info["id"]]
+            if not found:
+                return web.json_response({"error": {"message": "no such batch"}}, status=404)
+            batch = found[0]
+            batch["polls"] += 1
+            if batch["status"] == "in_progress" and not self.batch_hold:
+                self._finish(batch)
+            return web.json_response({k: v for k, v in batch.items() if k != "polls"})
+
+    def _finish(self, batch: dict[str, Any]) -> None:
+        """Answer every line of the batch (under the lock) and end it as `batch_outcome` says."""
+        batch["status"] = self.batch_outcome
+        if self.batch_outcome != "completed":
+            return
+        out, errors = [], []
+        for line in self.files[batch["input_file_id"]].decode().splitlines():
+            request = json.loads(line)
+            behaviour = self._queue.popleft() if self._queue else self.default
+            code, answer = self._answer(request["body"], behaviour)
+            result = {"custom_id": request["custom_id"], "response": {"status_code": code, "body": answer}}
+            (out if code == 200 else errors).append(json.dumps(result) + "\n")
+        batch["output_file_id"] = self._new_file("".join(out).encode()) if out else None
+        batch["error_file_id"] = self._new_file("".join(errors).encode()) if errors else None

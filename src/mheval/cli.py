@@ -47,6 +47,8 @@ OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (de
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+BatchOpt = Annotated[bool | None, typer.Option(
+    "--batch/--no-batch", help="Send remote calls as OpenAI Batch API jobs (half price, slower; resumable).")]
 GroundingOpt = Annotated[str | None, typer.Option(
     "--grounding", help="strict, flag or off: what an LLM judge's positive claim costs when its quote is not in "
                         "the response (strict withdraws it, flag keeps it and flags it).")]
@@ -140,12 +142,13 @@ def run(
     grounding: GroundingOpt = None,
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
+    batch: BatchOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
                   protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens,
-                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out)
+                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out, batch=batch)
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -159,11 +162,12 @@ def triage(
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
     panel: PanelOpt = None,
+    batch: BatchOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Crisis triage of each case's user input only."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=["crisis-triage"],
-                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel)
+                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel, batch=batch)
     _execute(cfg, ("triage",), quiet)
 
 
@@ -177,11 +181,12 @@ def generate(
     out_dir: OutOpt = None,
     concurrency: ConcOpt = None,
     max_tokens: MaxTokOpt = None,
+    batch: BatchOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate responses of the target models only."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, limit=limit,
-                  concurrency=concurrency, max_tokens=max_tokens)
+                  concurrency=concurrency, max_tokens=max_tokens, batch=batch)
     _execute(cfg, ("generate",), quiet)
 
 
@@ -200,12 +205,13 @@ def judge(
     grounding: GroundingOpt = None,
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
+    batch: BatchOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
                   limit=limit, concurrency=concurrency, grounding=grounding, panel=panel,
-                  leave_own_model_out=leave_own_model_out)
+                  leave_own_model_out=leave_own_model_out, batch=batch)
     _execute(cfg, ("triage", "judge"), quiet, responses)
 
 

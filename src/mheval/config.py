@@ -56,6 +56,10 @@ class RunConfig(BaseModel):
     seed: int = 0
     # Commit finished units in groups (faster on very fast endpoints; a kill may redo the last 0.2 s).
     group_commit: bool = False
+    # Send the calls to remote endpoints as OpenAI Batch API jobs (half price, answers within 24 h;
+    # engine/batch.py), polling every batch_poll_s seconds. Local models are still called directly.
+    batch: bool = False
+    batch_poll_s: float = Field(30.0, gt=0)
     # Tokens-per-minute budget per model name, and a price table (a YAML/JSON path or a mapping).
     tpm: dict[str, int] = Field(default_factory=dict)
     prices: str | dict[str, Any] | None = None

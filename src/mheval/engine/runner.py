@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from mheval.config import STAGES, RunConfig
+from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
 from mheval.engine.limits import set_tpm_limits
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
@@ -32,6 +33,7 @@ from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel, ModelError
 from mheval.models.local import require_local_extra
+from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.pricing import load_prices, set_prices
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
@@ -179,6 +181,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         opened = open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s)
         commits = _group_commit(store) if config.group_commit else contextlib.nullcontext()
         async with opened as raw_models, commits:
+            if config.batch:
+                raw_models = [_batched(m, store, config) for m in raw_models]
             models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
             judges = [build_judge(j, models, config) for j in config.judges]
             cases = plan.suite.cases
@@ -201,6 +205,19 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         )
     finally:
         store.close()
+
+
+def _batched(model: ChatModel, store: Store, config: RunConfig) -> ChatModel:
+    """The model's calls as Batch API jobs, for remote OpenAI-compatible endpoints (not embedded ones)."""
+    if isinstance(model, OpenAICompatModel) and not model.spec.is_local:
+        return BatchModel(model, store, poll_s=config.batch_poll_s)
+    return model
+
+
+def _width(config: RunConfig) -> int:
+    """Units in progress at once: in batch mode every unit of a stage (up to one batch's worth), so its
+    calls go out together; otherwise what the concurrency allows."""
+    return MAX_BATCH_REQUESTS if config.batch else config.concurrency
 
 
 # Finished units wait at most this long in memory before their transaction (see engine/store.py).
@@ -250,7 +267,7 @@ async def _triage(
         store.put_judgment(judgment)
         progress.advance("triage", judgment.usage)
 
-    await _pool(units, one, plan.config.concurrency)
+    await _pool(units, one, _width(plan.config))
 
 
 async def _generate(
@@ -284,7 +301,7 @@ async def _generate(
         store.put_response(response)
         progress.advance("generate", response.usage)
 
-    await _pool(units, one, config.concurrency)
+    await _pool(units, one, _width(config))
 
 
 async def _judge(
@@ -316,7 +333,7 @@ async def _judge(
         store.put_judgment(judgment)
         progress.advance("judge", judgment.usage)
 
-    await _pool(units, one, plan.config.concurrency)
+    await _pool(units, one, _width(plan.config))
 
 
 def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:

@@ -46,6 +46,9 @@ CREATE TABLE IF NOT EXISTS judgments (
     status TEXT NOT NULL, reason TEXT, data TEXT NOT NULL,
     PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, requests INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS batch_requests (custom_id TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
 """
 
 _PUT_RESPONSE = "INSERT OR REPLACE INTO responses(case_id, model, sample, ok, data) VALUES (?, ?, ?, ?, ?)"
@@ -268,6 +271,35 @@ class Store:
             return
         with self._transaction():
             self._db.execute(_PUT_CACHE, (key, data))
+
+    # -- Batch API jobs (engine/batch.py) ---------------------------------------------------
+    def put_batch(self, batch_id: str, model: str, endpoint: str, custom_ids: list[str]) -> None:
+        """Note a submitted batch and the calls (by cache key) it holds, committed at once even under
+        group commit: a restarted run must find the job it already paid for, not submit it again."""
+        self.flush()
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO batches(id, model, endpoint, requests) VALUES (?, ?, ?, ?)",
+                (batch_id, model, endpoint, len(custom_ids)),
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO batch_requests(custom_id, batch_id) VALUES (?, ?)",
+                ((c, batch_id) for c in custom_ids),
+            )
+
+    def batch_of(self, custom_id: str) -> str | None:
+        """The batch that holds this call, if one was submitted and the call not given up since."""
+        row = self._db.execute("SELECT batch_id FROM batch_requests WHERE custom_id=?", (custom_id,)).fetchone()
+        return row[0] if row else None
+
+    def forget_batch_request(self, custom_id: str) -> None:
+        """The batch could not answer this call: the next attempt submits it anew."""
+        with self._transaction():
+            self._db.execute("DELETE FROM batch_requests WHERE custom_id=?", (custom_id,))
+
+    def batches(self) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT id, model, endpoint, requests FROM batches ORDER BY rowid").fetchall()
+        return [dict(zip(("id", "model", "endpoint", "requests"), r, strict=True)) for r in rows]
 
     # -- internals --------------------------------------------------------------------------
     class _Tx:

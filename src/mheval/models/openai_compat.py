@@ -166,6 +166,66 @@ class OpenAICompatModel:
         self._session = None
         self._limiter = None
 
+    def chat_body(
+        self, messages: list[Message], *, temperature: float, max_tokens: int, seed: int | None
+    ) -> dict[str, Any]:
+        """The chat-completions request body, without response_format (see `structured_body`)."""
+        body: dict[str, Any] = {
+            "model": self.spec.model,
+            "messages": messages,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        return body
+
+    def structured_body(self, body: dict[str, Any], json_schema: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+        """`body` with the response_format of the best structured-output shape not known to be refused,
+        and that shape's name ("none" when there is no schema)."""
+        if json_schema is None:
+            return body, "none"
+        mode = self.structured_mode
+        fmt = _response_format(mode, json_schema)
+        return ({**body, "response_format": fmt} if fmt else body), mode
+
+    async def api(
+        self, method: str, path: str, *, json_body: Any = None, upload: tuple[str, bytes, str] | None = None
+    ) -> bytes:
+        """Another endpoint of the same server (files, batches), under the same retry policy and the same
+        handling of keys in errors; returns the 200 body. `upload` is (purpose, file bytes, file name),
+        sent as a multipart form. Not counted against the chat limiter."""
+
+        async def once() -> bytes:
+            session, _ = self._open()
+            key = self._key()
+            headers = {"Authorization": "Bearer " + key} if key else {}
+            form = None
+            if upload is not None:  # a form is spent once sent: each attempt builds its own
+                form = aiohttp.FormData()
+                form.add_field("purpose", upload[0])
+                form.add_field("file", upload[1], filename=upload[2], content_type="application/jsonl")
+            url = self.endpoint + path
+            try:
+                async with session.request(method, url, json=json_body, data=form, headers=headers) as resp:
+                    status, raw = resp.status, await resp.read()
+                    retry_after = resp.headers.get("Retry-After")
+            except TimeoutError:
+                raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key)) from None
+            if status != 200:
+                self._fail(status, raw, retry_after, "none", key)
+            return raw
+
+        return await run_with_retry(once, self.retry)
+
+    def _key(self) -> str | None:
+        key = self.spec.api_key()
+        if key is None and self.spec.key_required:
+            raise ModelError("no_api_key", f"set the environment variable {self.spec.api_key_env}")
+        return key
+
     async def complete(
         self,
         messages: list[Message],
@@ -175,14 +235,7 @@ class OpenAICompatModel:
         seed: int | None = None,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
-        body: dict[str, Any] = {
-            "model": self.spec.model,
-            "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
-        }
-        if seed is not None:
-            body["seed"] = seed
+        body = self.chat_body(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
         bucket = self.token_bucket
         charge = estimate_tokens(messages) + max_tokens if bucket is not None else 0
         if json_schema is None:
@@ -206,9 +259,7 @@ class OpenAICompatModel:
 
     async def _post(self, payload: bytes, mode: str, charge: int = 0) -> Completion:
         session, limiter = self._open()
-        key = self.spec.api_key()
-        if key is None and self.spec.key_required:
-            raise ModelError("no_api_key", f"set the environment variable {self.spec.api_key_env}")
+        key = self._key()
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = "Bearer " + key
@@ -275,12 +326,23 @@ class OpenAICompatModel:
     def _parse(self, raw: bytes, latency: float, mode: str, key: str | None) -> Completion:
         try:
             data = json.loads(raw)
+        except ValueError:
+            data = None
+        completion = self.completion_from(data, latency, mode)
+        if completion is None:
+            snippet = _scrub(raw.decode("utf-8", "replace"), key)[:120]
+            raise TransientError("bad_response", f"unusable 200 body: {snippet!r}")
+        return completion
+
+    def completion_from(self, data: Any, latency: float, mode: str, price_factor: float = 1.0) -> Completion | None:
+        """The Completion in a decoded chat-completions body, or None when it holds none. `price_factor`
+        scales the cost (the Batch API bills half)."""
+        try:
             choice = data["choices"][0]
             message = choice["message"]
             text = message.get("content")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            snippet = _scrub(raw.decode("utf-8", "replace"), key)[:120]
-            raise TransientError("bad_response", f"unusable 200 body: {snippet!r}") from None
+        except (KeyError, IndexError, TypeError, AttributeError):
+            return None
         if text is None:
             text = message.get("refusal") or ""
         usage = data.get("usage")
@@ -294,7 +356,8 @@ class OpenAICompatModel:
             usage=Usage.model_construct(
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
-                cost_usd=prices().cost(self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+                cost_usd=price_factor
+                * prices().cost(self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             ),
             latency_s=latency,
             structured=mode,

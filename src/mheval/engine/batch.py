@@ -1,0 +1,201 @@
+"""OpenAI Batch API mode: the calls of a stage go out as one batch job, at half the price.
+
+`BatchModel` wraps a model of an endpoint that offers the Batch API (`/files`, `/batches`) and has the
+same `complete()` as any ChatModel, so the stages, the judges and the cache do not change. Calls made
+while a stage starts are gathered (until none has come for `linger_s`, or `MAX_BATCH_REQUESTS` wait),
+written as one JSONL file, uploaded, and submitted as one batch; each caller then waits for the job
+(polled every `poll_s`) and gets its own line of the output as a Completion.
+
+Resume: each request's `custom_id` is its cache key, and the store notes which batch holds which key
+as soon as the batch is created. A run killed while a job is in progress, started again with the same
+command, finds the keys of its unfinished units in that job and waits for it instead of submitting
+(and paying for) the calls again. A line that failed, or a job that failed or expired, gives its
+callers a ModelError (the unit is stored unscored, reason provider_error) and forgets those keys, so
+the next run submits them afresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from mheval.engine.cache import cache_key
+from mheval.engine.store import Store
+from mheval.models.base import Completion, Message, ModelError
+from mheval.models.openai_compat import OpenAICompatModel
+
+BATCH_PRICE_FACTOR = 0.5  # the Batch API bills half the synchronous price
+MAX_BATCH_REQUESTS = 50_000  # OpenAI's limit on requests in one batch
+FINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
+CHAT_PATH = "/v1/chat/completions"
+
+
+class BatchModel:
+    """A ChatModel whose calls are answered through batch jobs (see the module docstring)."""
+
+    def __init__(
+        self,
+        inner: OpenAICompatModel,
+        store: Store,
+        *,
+        poll_s: float = 30.0,
+        linger_s: float = 0.5,
+        max_requests: int = MAX_BATCH_REQUESTS,
+    ) -> None:
+        self.inner = inner
+        self.store = store
+        self.name = inner.name
+        self.endpoint = inner.endpoint
+        self.poll_s = poll_s
+        self.linger_s = linger_s
+        self.max_requests = max_requests
+        self.submitted: list[str] = []  # ids of the batches this object created
+        self._waiting: dict[str, tuple[dict[str, Any], str, list[asyncio.Future[str]]]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._jobs: dict[str, asyncio.Task[tuple[str, dict[str, dict[str, Any]]]]] = {}
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = None,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
+        key = cache_key(self.endpoint, self.name, messages, params)
+        batch_id = self.store.batch_of(key)
+        mode = self.inner.structured_mode if json_schema is not None else "none"
+        if batch_id is None:
+            body = self.inner.chat_body(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
+            body, mode = self.inner.structured_body(body, json_schema)
+            batch_id = await self._enqueue(key, body, mode)
+        status, lines = await self._job(batch_id)
+        return self._completion(key, batch_id, status, lines.get(key), mode)
+
+    async def aclose(self) -> None:
+        for task in self._jobs.values():
+            task.cancel()
+        await self.inner.aclose()
+
+    # -- gathering and submitting ---------------------------------------------------------------
+    def _enqueue(self, key: str, body: dict[str, Any], mode: str) -> asyncio.Future[str]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+        if key in self._waiting:  # the same call twice (custom ids must be unique in a batch)
+            self._waiting[key][2].append(future)
+        else:
+            self._waiting[key] = (body, mode, [future])
+        if len(self._waiting) >= self.max_requests:
+            self._submit_now()
+        else:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = loop.call_later(self.linger_s, self._submit_now)
+        return future
+
+    def _submit_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._waiting:
+            waiting, self._waiting = self._waiting, {}
+            task = asyncio.ensure_future(self._submit(waiting))
+            task.add_done_callback(_quiet)
+
+    async def _submit(self, waiting: dict[str, tuple[dict[str, Any], str, list[asyncio.Future[str]]]]) -> None:
+        try:
+            lines = "".join(
+                json.dumps({"custom_id": key, "method": "POST", "url": CHAT_PATH, "body": body}) + "\n"
+                for key, (body, _, _) in waiting.items()
+            )
+            upload = ("batch", lines.encode(), "mheval-batch.jsonl")
+            uploaded = _json(await self.inner.api("POST", "/files", upload=upload), "file upload")
+            created = _json(
+                await self.inner.api(
+                    "POST",
+                    "/batches",
+                    json_body={"input_file_id": uploaded["id"], "endpoint": CHAT_PATH, "completion_window": "24h"},
+                ),
+                "batch creation",
+            )
+            batch_id = str(created["id"])
+        except (ModelError, KeyError, TypeError) as exc:
+            error = exc if isinstance(exc, ModelError) else ModelError("bad_response", f"batch submission: {exc!r}")
+            for _, _, futures in waiting.values():
+                for future in futures:
+                    if not future.done():
+                        future.set_exception(error)
+            return
+        self.store.put_batch(batch_id, self.name, self.endpoint, list(waiting))
+        self.submitted.append(batch_id)
+        for _, _, futures in waiting.values():
+            for future in futures:
+                if not future.done():
+                    future.set_result(batch_id)
+
+    # -- waiting for a job ----------------------------------------------------------------------
+    def _job(self, batch_id: str) -> asyncio.Task[tuple[str, dict[str, dict[str, Any]]]]:
+        """One poller per batch, shared by every call it holds."""
+        if batch_id not in self._jobs:
+            self._jobs[batch_id] = asyncio.ensure_future(self._wait_for(batch_id))
+        return self._jobs[batch_id]
+
+    async def _wait_for(self, batch_id: str) -> tuple[str, dict[str, dict[str, Any]]]:
+        """(final status, output lines by custom_id) of a batch, once it has finished."""
+        while True:
+            batch = _json(await self.inner.api("GET", f"/batches/{batch_id}"), "batch status")
+            status = str(batch.get("status"))
+            if status in FINAL_STATUSES:
+                break
+            await asyncio.sleep(self.poll_s)
+        lines: dict[str, dict[str, Any]] = {}
+        for field in ("error_file_id", "output_file_id"):  # output last: it wins over an error for one id
+            file_id = batch.get(field)
+            if file_id:
+                raw = await self.inner.api("GET", f"/files/{file_id}/content")
+                for text in raw.decode("utf-8", "replace").splitlines():
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        line = json.loads(text)
+                        lines[str(line["custom_id"])] = line
+        return status, lines
+
+    def _completion(self, key: str, batch_id: str, status: str, line: dict[str, Any] | None, mode: str) -> Completion:
+        response = (line or {}).get("response") or {}
+        code = response.get("status_code")
+        completion = None
+        if code == 200:
+            completion = self.inner.completion_from(response.get("body"), 0.0, mode, BATCH_PRICE_FACTOR)
+        if completion is not None:
+            return completion
+        self.store.forget_batch_request(key)  # the next run submits this call anew
+        if line is None:
+            raise ModelError(f"batch_{status}", f"batch {batch_id} ended {status} without an answer for this call")
+        if code is None:
+            error = (line.get("error") or {}).get("message") or "no response"
+            raise ModelError("batch_error", f"batch {batch_id}: {error}")
+        if code != 200:
+            raise ModelError(f"http_{code}", f"batch {batch_id}: the call failed with HTTP {code}")
+        raise ModelError("bad_response", f"batch {batch_id}: an answer with no message")
+
+
+def _json(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ModelError("bad_response", f"{what}: the server's answer is not a JSON object")
+    return data
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    """Submission errors reach the callers through their futures; nothing is left unretrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+__all__ = ["BATCH_PRICE_FACTOR", "MAX_BATCH_REQUESTS", "BatchModel"]
