@@ -47,6 +47,10 @@ OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (de
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+ExecutorOpt = Annotated[str | None, typer.Option(
+    "--executor", help="local (this process) or ray (a Ray cluster; pip install 'mheval[ray]').")]
+RayAddressOpt = Annotated[str | None, typer.Option(
+    "--ray-address", help="With --executor ray: the cluster's address (default: a local Ray instance).")]
 BatchOpt = Annotated[bool | None, typer.Option(
     "--batch/--no-batch", help="Send remote calls as OpenAI Batch API jobs (half price, slower; resumable).")]
 GroundingOpt = Annotated[str | None, typer.Option(
@@ -143,12 +147,15 @@ def run(
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
     batch: BatchOpt = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
                   protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens,
-                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out, batch=batch)
+                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out, batch=batch,
+                  executor=executor, ray_address=ray_address)
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -163,11 +170,14 @@ def triage(
     concurrency: ConcOpt = None,
     panel: PanelOpt = None,
     batch: BatchOpt = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Crisis triage of each case's user input only."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=["crisis-triage"],
-                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel, batch=batch)
+                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel, batch=batch,
+                  executor=executor, ray_address=ray_address)
     _execute(cfg, ("triage",), quiet)
 
 
@@ -182,11 +192,14 @@ def generate(
     concurrency: ConcOpt = None,
     max_tokens: MaxTokOpt = None,
     batch: BatchOpt = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Generate responses of the target models only."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, limit=limit,
-                  concurrency=concurrency, max_tokens=max_tokens, batch=batch)
+                  concurrency=concurrency, max_tokens=max_tokens, batch=batch,
+                  executor=executor, ray_address=ray_address)
     _execute(cfg, ("generate",), quiet)
 
 
@@ -206,12 +219,15 @@ def judge(
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
     batch: BatchOpt = None,
+    executor: ExecutorOpt = None,
+    ray_address: RayAddressOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
                   limit=limit, concurrency=concurrency, grounding=grounding, panel=panel,
-                  leave_own_model_out=leave_own_model_out, batch=batch)
+                  leave_own_model_out=leave_own_model_out, batch=batch,
+                  executor=executor, ray_address=ray_address)
     _execute(cfg, ("triage", "judge"), quiet, responses)
 
 

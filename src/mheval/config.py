@@ -60,6 +60,10 @@ class RunConfig(BaseModel):
     # engine/batch.py), polling every batch_poll_s seconds. Local models are still called directly.
     batch: bool = False
     batch_poll_s: float = Field(30.0, gt=0)
+    # Where units are done: this process ("local") or a Ray cluster ("ray": `ray_address`, or a local
+    # Ray instance when None; engine/ray_executor.py).
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
     # Tokens-per-minute budget per model name, and a price table (a YAML/JSON path or a mapping).
     tpm: dict[str, int] = Field(default_factory=dict)
     prices: str | dict[str, Any] | None = None

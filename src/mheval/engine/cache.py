@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from mheval.engine.limits import json_of
-from mheval.engine.store import Store
 from mheval.models.base import ChatModel, Completion, Message
 from mheval.records import Usage
 
@@ -38,10 +37,36 @@ def cache_key(endpoint: str, model: str, messages: list[Message], params: dict[s
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+class CallCache(Protocol):
+    """Where answers are kept: the run store, or (on a Ray worker) a `CallRecorder`."""
+
+    def cache_get(self, key: str) -> dict[str, Any] | None: ...
+
+    def cache_put(self, key: str, value: dict[str, Any]) -> None: ...
+
+
+class CallRecorder:
+    """A cache that finds nothing and keeps what is put, for a process that may not write the store
+    (a Ray worker): the driver writes the recorded calls into the store's cache."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def cache_get(self, key: str) -> dict[str, Any] | None:
+        return None
+
+    def cache_put(self, key: str, value: dict[str, Any]) -> None:
+        self.calls.append((key, value))
+
+    def take(self) -> list[tuple[str, dict[str, Any]]]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
 class CachedModel:
     """A ChatModel that answers from the run store when the same call was made before."""
 
-    def __init__(self, model: ChatModel, store: Store) -> None:
+    def __init__(self, model: ChatModel, store: CallCache) -> None:
         self.inner = model
         self.store = store
         self.name = model.name

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -24,14 +24,15 @@ from typing import Protocol, TypeVar
 from mheval.config import STAGES, RunConfig
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
+from mheval.engine.executors import Executor, LocalExecutor
 from mheval.engine.limits import set_tpm_limits
-from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store
+from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store
+from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE, build_judge, is_model_file, judge_model_specs
-from mheval.judges.base import Judge
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
-from mheval.models.base import ChatModel, ModelError
+from mheval.models.base import ChatModel
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.pricing import load_prices, set_prices
@@ -121,6 +122,8 @@ def plan_run(
                 field="case_id",
             )
         suite.responses = [*suite.responses, *extra_responses]
+    if config.executor == "ray":
+        _check_ray(config, needed)
     if config.panel and len(config.judges) < 2:
         raise InputError("a panel needs at least two judges (give --judge more than once)", field="panel")
     plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages)
@@ -152,6 +155,23 @@ def plan_run(
     return plan
 
 
+def _check_ray(config: RunConfig, model_specs: list[str]) -> None:
+    """What the Ray executor cannot do, said before anything is written."""
+    from mheval.engine.ray_executor import require_ray
+
+    require_ray()
+    if config.batch:
+        raise InputError("--batch and --executor ray do not go together: a batch job needs no workers", field="batch")
+    for text in model_specs:
+        spec = parse_model_spec(text)
+        if spec.is_local and spec.base_url is None:
+            raise InputError(
+                f"the Ray executor's workers cannot share an embedded model ({spec.name}): start its server and "
+                "give its URL (local/NAME@http://HOST:PORT/v1)",
+                field="executor",
+            )
+
+
 def run(config: RunConfig, stages: Iterable[str] = STAGES, progress: ProgressSink | None = None) -> RunResult:
     plan = plan_run(config, stages)
     return asyncio.run(execute(plan, progress))
@@ -162,11 +182,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
     progress = progress or _Silent()
     run_dir = config.run_dir()
     started = time.perf_counter()
-    set_tpm_limits(config.tpm)
-    if isinstance(config.prices, str):
-        load_prices(config.prices)
-    elif config.prices:
-        set_prices(config.prices)
+    apply_run_settings(config)
     store = Store.open(run_dir)
     try:
         _write_config(run_dir, config)
@@ -180,21 +196,27 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
         opened = open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s)
         commits = _group_commit(store) if config.group_commit else contextlib.nullcontext()
-        async with opened as raw_models, commits:
+        async with opened as raw_models, commits, contextlib.AsyncExitStack() as stack:
             if config.batch:
                 raw_models = [_batched(m, store, config) for m in raw_models]
             models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
-            judges = [build_judge(j, models, config) for j in config.judges]
-            cases = plan.suite.cases
+            judges = {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
+            bench = Workbench(config, models, judges, {p.id: p for p in plan.protocols})
+            executor: Executor = LocalExecutor(bench, _width(config))
+            if config.executor == "ray":
+                from mheval.engine.ray_executor import RayExecutor
+
+                executor = await stack.enter_async_context(RayExecutor(config, store))
+            names, cases = list(judges), plan.suite.cases
             if "triage" in plan.stages and plan.case_protocols:
-                await _triage(plan, store, judges, cases, progress)
+                await _triage(plan, store, executor, names, cases, progress)
             if "generate" in plan.stages:
-                await _generate(plan, store, models, cases, progress)
+                await _generate(plan, store, executor, models, cases, progress)
             if "judge" in plan.stages and plan.response_protocols:
-                await _judge(plan, store, judges, cases, progress)
+                await _judge(plan, store, executor, names, cases, progress)
             if config.panel:
-                _panels(plan, store, [j.name for j in judges])
-            calls = sum(m.misses for m in models.values())
+                _panels(plan, store, names)
+            calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
             hits = sum(m.hits for m in models.values())
         return RunResult(
             run_dir=run_dir,
@@ -205,6 +227,16 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         )
     finally:
         store.close()
+
+
+def apply_run_settings(config: RunConfig, tpm_share: int = 1) -> None:
+    """The process-wide settings of a run: tokens-per-minute budgets (split `tpm_share` ways, for Ray
+    workers that each hold a part) and the price table."""
+    set_tpm_limits({name: max(1, tpm // tpm_share) for name, tpm in config.tpm.items()})
+    if isinstance(config.prices, str):
+        load_prices(config.prices)
+    elif config.prices:
+        set_prices(config.prices)
 
 
 def _batched(model: ChatModel, store: Store, config: RunConfig) -> ChatModel:
@@ -248,92 +280,67 @@ async def _group_commit(store: Store, every_s: float = GROUP_COMMIT_S) -> AsyncI
 
 
 async def _triage(
-    plan: RunPlan, store: Store, judges: list[Judge], cases: list[Case], progress: ProgressSink
+    plan: RunPlan, store: Store, executor: Executor, judges: list[str], cases: list[Case], progress: ProgressSink
 ) -> None:
     done = store.finished_judgments()
-    units = [
-        (protocol, case, judge, r)
+    units: list[Unit] = [
+        TriageUnit(protocol.id, case, judge, r)
         for protocol in plan.case_protocols
         for case in cases
         for judge in judges
         for r in range(plan.config.repeats)
-        if (case.id, NO_MODEL, NO_SAMPLE, protocol.id, judge.name, r) not in done
+        if (case.id, NO_MODEL, NO_SAMPLE, protocol.id, judge, r) not in done
     ]
-    progress.start("triage", len(units))
-
-    async def one(unit: tuple[ProtocolSpec, Case, Judge, int]) -> None:
-        protocol, case, judge, r = unit
-        judgment = await judge.judge(protocol, case, None, repeat=r)
-        store.put_judgment(judgment)
-        progress.advance("triage", judgment.usage)
-
-    await _pool(units, one, _width(plan.config))
+    await _stage("triage", units, executor, store, progress)
 
 
 async def _generate(
-    plan: RunPlan, store: Store, models: dict[str, CachedModel], cases: list[Case], progress: ProgressSink
-) -> None:
+    plan: RunPlan, store: Store, executor: Executor, models: dict[str, ChatModel], cases: list[Case],
+    progress: ProgressSink,
+) -> None:  # fmt: skip
     config = plan.config
     done = store.finished_responses()
-    units = [
-        (models[name], case, s)
+    units: list[Unit] = [
+        GenerateUnit(name, case, s)
         for name in config.models
         for case in cases
         for s in range(config.samples)
         if (case.id, models[name].name, s) not in done
     ]
-    progress.start("generate", len(units))
-
-    async def one(unit: tuple[ChatModel, Case, int]) -> None:
-        model, case, sample = unit
-        messages = [{"role": t.role, "content": t.content} for t in case.turns]
-        if config.system_prompt:
-            messages.insert(0, {"role": "system", "content": config.system_prompt})
-        try:
-            c = await model.complete(
-                messages, temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed + sample
-            )
-            response = Response(
-                case_id=case.id, model=model.name, sample=sample, text=c.text, usage=c.usage, latency_s=c.latency_s
-            )
-        except ModelError as exc:
-            response = Response(case_id=case.id, model=model.name, sample=sample, error=str(exc))
-        store.put_response(response)
-        progress.advance("generate", response.usage)
-
-    await _pool(units, one, _width(config))
+    await _stage("generate", units, executor, store, progress)
 
 
 async def _judge(
-    plan: RunPlan, store: Store, judges: list[Judge], cases: list[Case], progress: ProgressSink
+    plan: RunPlan, store: Store, executor: Executor, judges: list[str], cases: list[Case], progress: ProgressSink
 ) -> None:
     by_id = {c.id: c for c in cases}
     labels = _crisis_labels(store, judges, by_id)
     responses = [r for r in store.responses() if r.case_id in by_id]
     done = store.finished_judgments()
-
-    def key(r: Response, p: ProtocolSpec, j: Judge, rep: int) -> JudgmentKey:
-        return (r.case_id, r.model, r.sample, p.id, j.name, rep)
-
-    units = [
-        (protocol, response, judge, rep)
+    units: list[Unit] = [
+        JudgeUnit(protocol.id, by_id[response.case_id], response, judge, rep, labels.get(response.case_id))
         for protocol in plan.response_protocols
         for response in responses
         for judge in judges
         for rep in range(plan.config.repeats)
-        if key(response, protocol, judge, rep) not in done
-        and not (plan.config.leave_own_model_out and same_family(judge.name, response.model))
+        if (response.case_id, response.model, response.sample, protocol.id, judge, rep) not in done
+        and not (plan.config.leave_own_model_out and same_family(judge, response.model))
     ]
-    progress.start("judge", len(units))
+    await _stage("judge", units, executor, store, progress)
 
-    async def one(unit: tuple[ProtocolSpec, Response, Judge, int]) -> None:
-        protocol, response, judge, rep = unit
-        case = by_id[response.case_id]
-        judgment = await judge.judge(protocol, case, response, repeat=rep, crisis_label=labels.get(case.id))
-        store.put_judgment(judgment)
-        progress.advance("judge", judgment.usage)
 
-    await _pool(units, one, _width(plan.config))
+async def _stage(stage: str, units: list[Unit], executor: Executor, store: Store, progress: ProgressSink) -> None:
+    """Hand the units to the executor; store each record as it comes back."""
+    progress.start(stage, len(units))
+
+    def finished(record: Result) -> None:
+        if isinstance(record, Response):
+            store.put_response(record)
+        else:
+            store.put_judgment(record)
+        progress.advance(stage, record.usage)
+
+    await executor.run(units, finished)
 
 
 def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:
@@ -343,34 +350,15 @@ def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:
     store.put_judgments(build_panels(judgments, plan.config.panel, judges=judge_names))
 
 
-def _crisis_labels(store: Store, judges: list[Judge], cases: dict[str, Case]) -> dict[str, str]:
+def _crisis_labels(store: Store, judges: list[str], cases: dict[str, Case]) -> dict[str, str]:
     """The label that picks a case's appropriateness rubric row: the first judge's triage verdict
     (repeat 0) when triage ran, else the case's gold label."""
     labels = {cid: c.crisis_label for cid, c in cases.items() if c.crisis_label}
-    first = judges[0].name if judges else None
+    first = judges[0] if judges else None
     for j in store.iter_judgments("crisis-triage"):
         if j.status == "ok" and j.label and j.judge == first and j.repeat == 0 and j.case_id in cases:
             labels[j.case_id] = j.label
     return labels
-
-
-# Units in progress per allowed model call. The endpoint limiter keeps the calls on the wire at the
-# configured concurrency; the extra units render, parse and store meanwhile, so a wave of answers that
-# arrive together does not leave the server idle while the event loop works through them.
-POOL_HEADROOM = 2
-
-
-async def _pool(units: list[T], worker: Callable[[T], Awaitable[None]], concurrency: int) -> None:
-    """Run `worker` over `units` with at most `concurrency * POOL_HEADROOM` in progress (model calls in
-    flight stay under the endpoint limiter's `concurrency`), without one task per unit."""
-    iterator: Iterator[T] = iter(units)
-
-    async def drain() -> None:
-        for unit in iterator:
-            await worker(unit)
-
-    workers = max(1, min(concurrency * POOL_HEADROOM, len(units)))
-    await asyncio.gather(*(drain() for _ in range(workers)))
 
 
 def _write_config(run_dir: Path, config: RunConfig) -> None:

@@ -1,0 +1,141 @@
+"""The Ray executor: a stage's units done by workers on a Ray cluster (`--executor ray [--ray-address]`).
+
+Each worker is a Ray actor with one CPU that opens its own models and judges from the run's config
+and does the units it is sent with the local asyncio machinery (engine/units.py), at its share of the
+run's concurrency and tokens-per-minute budget. It returns the finished records and the calls it made
+(cache key and answer); the driver, the only process that writes the store, stores both, so a later
+run, local or on Ray, replays those calls from the cache. Units go out in chunks, two chunks in flight
+per worker, and each chunk is stored as soon as it comes back: a killed driver loses at most the
+chunks on the wire, which the same command does again.
+
+Models must be reachable from the workers: embedded `local/...` models need a URL here. mheval must be
+installed on every node (`pip install 'mheval[ray]'`). Without an address, a local Ray instance with
+this machine's CPUs is started and stopped with the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from mheval.config import RunConfig
+from mheval.engine.cache import CachedModel, CallRecorder
+from mheval.engine.store import Store
+from mheval.engine.units import Result, Unit, Workbench, perform, pool
+from mheval.errors import InputError
+
+CHUNKS_IN_FLIGHT = 2  # per worker: one being done while the other's records travel
+
+
+def require_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("the Ray executor needs Ray: pip install 'mheval[ray]'", field="executor") from None
+    return ray
+
+
+class RayWorker:
+    """One worker's workbench (made on its first chunk) and the calls it made since the last chunk."""
+
+    def __init__(self, config_json: str, workers: int) -> None:
+        self.config = RunConfig.model_validate_json(config_json)
+        self.workers = workers
+        self.concurrency = max(1, math.ceil(self.config.concurrency / workers))
+        self.recorder = CallRecorder()
+        self.bench: Workbench | None = None
+        self.stack = contextlib.AsyncExitStack()
+
+    async def _workbench(self) -> Workbench:
+        if self.bench is None:
+            from mheval.engine.runner import apply_run_settings
+            from mheval.judges import build_judge, judge_model_specs
+            from mheval.models import open_models
+            from mheval.protocols import load_protocol
+
+            config = self.config
+            apply_run_settings(config, tpm_share=self.workers)
+            wanted = list(dict.fromkeys([*config.models, *judge_model_specs(config.judges)]))
+            opened = open_models(wanted, concurrency=self.concurrency, timeout_s=config.timeout_s)
+            raw = await self.stack.enter_async_context(opened)
+            models = {name: CachedModel(m, self.recorder) for name, m in zip(wanted, raw, strict=True)}
+            judges = {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
+            protocols = {pid: load_protocol(pid) for pid in config.protocols}
+            self.bench = Workbench(config, models, judges, protocols)
+        return self.bench
+
+    async def perform(self, units: list[Unit]) -> tuple[list[Result], list[tuple[str, dict[str, Any]]]]:
+        bench = await self._workbench()
+        results: list[Result | None] = [None] * len(units)
+
+        async def one(index: int) -> None:
+            results[index] = await perform(units[index], bench)
+
+        await pool(list(range(len(units))), one, self.concurrency)
+        return [r for r in results if r is not None], self.recorder.take()
+
+    async def close(self) -> None:
+        await self.stack.aclose()
+
+
+class RayExecutor:
+    """The executor interface (engine/executors.py) over Ray actors; an async context manager."""
+
+    def __init__(self, config: RunConfig, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.model_calls = 0
+        self._ray: Any = None
+        self._started = False
+        self._actors: list[Any] = []
+
+    async def __aenter__(self) -> RayExecutor:
+        ray = self._ray = require_ray()
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            ray.init(address=self.config.ray_address, **kwargs)
+            self._started = True
+        workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(RayWorker)
+        config_json = self.config.model_dump_json()
+        self._actors = [actor.remote(config_json, workers) for _ in range(workers)]
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        ray = self._ray
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*(a.close.remote() for a in self._actors))
+        for a in self._actors:
+            ray.kill(a)
+        self._actors = []
+        if self._started:
+            ray.shutdown()
+
+    async def run(self, units: list[Unit], on_result: Callable[[Result], None]) -> None:
+        if not units:
+            return
+        per_worker = max(1, math.ceil(self.config.concurrency / len(self._actors)))
+        size = per_worker * 2  # a chunk keeps a worker's calls in flight while the next one travels
+        chunks = [units[i : i + size] for i in range(0, len(units), size)]
+        chunks.reverse()  # popped from the end: in order
+
+        async def feed(actor: Any) -> None:
+            while chunks:
+                chunk = chunks.pop()
+                results, calls = await actor.perform.remote(chunk)
+                for key, value in calls:
+                    self.store.cache_put(key, value)
+                self.model_calls += len(calls)
+                for record in results:
+                    on_result(record)
+
+        await asyncio.gather(*(feed(a) for a in self._actors for _ in range(CHUNKS_IN_FLIGHT)))
+
+
+__all__ = ["RayExecutor", "RayWorker", "require_ray"]
