@@ -21,7 +21,7 @@ import contextlib
 import json
 from typing import Any
 
-from mheval.engine.cache import cache_key
+from mheval.engine.cache import call_key
 from mheval.engine.store import Store
 from mheval.models.base import Completion, Message, ModelError
 from mheval.models.openai_compat import OpenAICompatModel
@@ -65,8 +65,7 @@ class BatchModel:
         seed: int | None = None,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
-        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
-        key = cache_key(self.endpoint, self.name, messages, params)
+        key = call_key(self, messages, temperature, max_tokens, seed, json_schema)
         batch_id = self.store.batch_of(key)
         mode = self.inner.structured_mode if json_schema is not None else "none"
         if batch_id is None:

@@ -37,6 +37,15 @@ def cache_key(endpoint: str, model: str, messages: list[Message], params: dict[s
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def call_key(
+    model: ChatModel, messages: list[Message], temperature: float, max_tokens: int, seed: int | None,
+    json_schema: dict[str, Any] | None,
+) -> str:  # fmt: skip
+    """The cache key of one `model.complete(...)` call (also a batch request's custom_id)."""
+    params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
+    return cache_key(model.endpoint, model.name, messages, params)
+
+
 class CallCache(Protocol):
     """Where answers are kept: the run store, or (on a Ray worker) a `CallRecorder`."""
 
@@ -83,8 +92,7 @@ class CachedModel:
         seed: int | None = None,
         json_schema: dict[str, Any] | None = None,
     ) -> Completion:
-        params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
-        key = cache_key(self.endpoint, self.name, messages, params)
+        key = call_key(self, messages, temperature, max_tokens, seed, json_schema)
         hit = self.store.cache_get(key)
         if hit is not None:
             self.hits += 1
