@@ -10,13 +10,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fake_openai import FakeOpenAI, respond
-from test_pipeline import judge_answer
 
+from fake_openai import FakeOpenAI, respond
 from mheval.config import RunConfig
 from mheval.engine.runner import plan_run, run
 from mheval.engine.store import Store
 from mheval.errors import InputError
+from test_pipeline import judge_answer
 
 if os.environ.get("CI"):
     import ray  # CI installs the test extra, which has Ray: a missing Ray fails here instead of skipping

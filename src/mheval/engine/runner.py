@@ -29,7 +29,7 @@ from mheval.engine.limits import set_tpm_limits
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
-from mheval.judges import OFFLINE, build_judge, is_model_file, judge_model_specs
+from mheval.judges import OFFLINE, build_judge, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel
@@ -141,18 +141,24 @@ def plan_run(
                     field="judge",
                     choices=supported,
                 )
-        elif is_model_file(name):
-            from mheval.judges.offline.trained import load_trained_judge
-
-            trained = load_trained_judge(name)  # InputError if missing or not a judge file
-            unsupported = [p.id for p in protocols if not trained.supports(p)]
-            if unsupported:
-                raise InputError(
-                    f"{name} judges only {trained.protocol}, not {', '.join(unsupported)}",
-                    field="judge",
-                    choices=[trained.protocol],
-                )
+        elif is_model_file(name) or is_finetuned_folder(name):
+            _check_trained(name, protocols)
     return plan
+
+
+def _check_trained(name: str, protocols: list[ProtocolSpec]) -> None:
+    """A judge file or fine-tuned folder exists, is one, and judges every protocol asked for."""
+    if is_model_file(name):
+        from mheval.judges.offline.trained import load_trained_judge
+
+        judged = load_trained_judge(name).protocol  # InputError if missing or not a judge file
+    else:
+        from mheval.judges.offline.finetuned import read_meta
+
+        judged = str(read_meta(name)["protocol"])  # the same, without loading the model
+    unsupported = [p.id for p in protocols if p.id != judged]
+    if unsupported:
+        raise InputError(f"{name} judges only {judged}, not {', '.join(unsupported)}", field="judge", choices=[judged])
 
 
 def _check_ray(config: RunConfig, model_specs: list[str]) -> None:

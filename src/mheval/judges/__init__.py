@@ -1,8 +1,10 @@
-"""Judges: the offline judge, a trained judge file (`mheval train`), or an LLM judge named by a model spec."""
+"""Judges: the offline judge, a trained judge file or fine-tuned folder (`mheval train`), or an LLM judge
+named by a model spec."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from mheval.config import RunConfig
 from mheval.judges.base import Judge
@@ -16,9 +18,14 @@ def is_model_file(name: str) -> bool:
     return name.endswith(".npz")
 
 
+def is_finetuned_folder(name: str) -> bool:
+    """A judge fine-tuned by `mheval train --finetune` is a folder: an existing one, or a path ending in /."""
+    return name.endswith(("/", "\\")) or Path(name).is_dir()
+
+
 def judge_model_specs(judges: list[str]) -> list[str]:
-    """The judge names that are chat models (not the offline judge, not a trained judge file)."""
-    return [j for j in judges if j != OFFLINE and not is_model_file(j)]
+    """The judge names that are chat models (not the offline judge, not a trained judge file or folder)."""
+    return [j for j in judges if j != OFFLINE and not is_model_file(j) and not is_finetuned_folder(j)]
 
 
 def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
@@ -30,6 +37,10 @@ def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -
         from mheval.judges.offline.trained import load_trained_judge
 
         return load_trained_judge(name)
+    if is_finetuned_folder(name):
+        from mheval.judges.offline.finetuned import load_finetuned_judge
+
+        return load_finetuned_judge(name)
     from mheval.judges.llm import LLMJudge
 
     return LLMJudge(
