@@ -4,6 +4,8 @@ and a run killed while its job is in progress finishing from that same job when 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -18,7 +20,7 @@ import pytest
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.batch import BATCH_PRICE_FACTOR
-from mheval.engine.runner import run
+from mheval.engine.runner import execute, plan_run, run
 from mheval.engine.store import Store
 from mheval.models.pricing import prices
 from test_pipeline import REPLY, judge_answer
@@ -139,3 +141,29 @@ def test_sigkill_while_the_job_runs_then_the_same_command_collects_that_job(tmp_
     with Store.open_existing(out) as store:
         judgments = store.judgments()
     assert len(judgments) == 6 and all(j.status == "ok" for j in judgments)
+
+
+def test_a_job_the_server_no_longer_knows_is_submitted_again(tmp_path, fake_openai):
+    fake_openai.default = respond(judge_answer)
+    fake_openai.batch_hold = True
+    config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 2, answered=True), protocols=["psycrisis"])
+    plan = plan_run(config, stages=("judge",))
+
+    async def submit_then_stop() -> None:  # a run that ends (as if killed) while its job is in progress
+        task = asyncio.ensure_future(execute(plan))
+        while not (fake_openai.batches and fake_openai.batches[0]["polls"]):
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(submit_then_stop())
+    fake_openai.batches.clear()  # the server forgets the job
+    fake_openai.batch_hold = False
+    run(config, stages=("judge",))  # polling answers 404: the calls are unscored and forgotten
+    with Store.open_existing(tmp_path / "run") as store:
+        assert all("http_404" in (j.reason or "") for j in store.judgments())
+    run(config, stages=("judge",))
+    assert [b["requests"] for b in fake_openai.batches] == [2]
+    with Store.open_existing(tmp_path / "run") as store:
+        assert all(j.status == "ok" for j in store.judgments())

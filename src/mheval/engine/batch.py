@@ -72,7 +72,12 @@ class BatchModel:
             body = self.inner.chat_body(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
             body, mode = self.inner.structured_body(body, json_schema)
             batch_id = await self._enqueue(key, body, mode)
-        status, lines = await self._job(batch_id)
+        try:
+            status, lines = await self._job(batch_id)
+        except ModelError as exc:
+            if exc.kind == "http_404":  # the server no longer knows the job: submit the call anew next time
+                self.store.forget_batch_request(key)
+            raise
         return self._completion(key, batch_id, status, lines.get(key), mode)
 
     async def aclose(self) -> None:
