@@ -6,6 +6,10 @@ makes no model call for finished work and a killed run resumes where it stopped,
 With `group_commit` (opt-in, for very fast endpoints) finished units are committed together at most
 GROUP_COMMIT_S later: a kill may then redo the units of that last fraction of a second.
 
+The stages build units (engine/units.py) and hand them to an executor: this process's event loop by
+default, or Ray workers (`executor: ray`, engine/ray_executor.py); either way only this process writes
+the store. In batch mode (`batch: true`) remote calls go out as Batch API jobs (engine/batch.py).
+
 `plan_run` checks everything the user gave (suite, protocols, models, judges) before anything is
 written, so bad input never leaves a half-made run folder.
 """
@@ -19,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from mheval.config import STAGES, RunConfig
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
@@ -40,8 +44,6 @@ from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
 from mheval.suites import Suite, load_suite
-
-T = TypeVar("T")
 
 
 class ProgressSink(Protocol):
