@@ -121,11 +121,17 @@ def main() -> int:
     started = time.perf_counter()
     get_encoder().encode(texts)
     encoder_rate = len(texts) / (time.perf_counter() - started)
+    from mheval.judges.offline.features import Item, featurize
+
+    started = time.perf_counter()
+    featurize(["ngram:user", "lex:triage"], [Item(c) for c in cases])  # what a triage head without the encoder reads
+    no_encoder_rate = len(cases) / (time.perf_counter() - started)
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "load_average_1m": round(os.getloadavg()[0], 2)},
         "embed_threads": get_encoder().threads,
         "load_seconds": round(load_s, 2),
         "encoder_only_texts_per_second (crisis-core user texts, one batch)": round(encoder_rate, 1),
+        "ngram+lexicon features only, cases per second (no encoder)": round(no_encoder_rate, 1),
         "crisis-triage (crisis-core based)": _rate(judge, "crisis-triage", cases, None, args.concurrency),
         "psycrisis": _rate(judge, "psycrisis", cases, replies, args.concurrency),
         "dialogue-safety": _rate(judge, "dialogue-safety", _cases(args.n)[::-1], replies, args.concurrency),

@@ -38,10 +38,23 @@ from mheval.training.train import TrainResult, fit_judge
 WEIGHTS = Path(__file__).resolve().parents[1] / "judges" / "offline" / "weights"
 RATERS = ("H1", "H2", "H3", "H4")
 HIGH_SEVERITY = ("suicidal_ideation", "self-harm")
-TRIAGE_BLOCKS = ["emb:user", "lex:triage"]
-TRIAGE_GRID = (0.5, 2.0, 8.0)
-SAFETY_BLOCKS = ["emb:response", "emb:context", "cos:response,last_user", "cos:response,context", "surface:reply"]
+TRIAGE_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]
+# One value each: a nested grid over 2,183 rows x 4,614 columns would take a quarter of an hour. Chosen by
+# 5-fold CV against gpt-4o-mini's labels of the training rows (kappa 0.748 / 0.769 for an n-gram weight
+# of 3 / 10 at C=1, 0.740 for 30 with more buckets; C in 0.3-3 moved it by < 0.01), never on the dev half.
+TRIAGE_GRID = (1.0,)
+TRIAGE_NGRAM_WEIGHTS = (10.0,)
+TRIAGE_FAST_BLOCKS = ["ngram:user", "lex:triage"]  # measured, not shipped: no encoder, so fast
+SAFETY_BLOCKS = [
+    "emb:response",
+    "emb:context",
+    "cos:response,last_user",
+    "cos:response,context",
+    "surface:reply",
+    "ngram:response",
+]
 SAFETY_GRID = (0.003, 0.01, 0.03)
+SAFETY_NGRAM_WEIGHTS = (1.0, 3.0)
 APPROPRIATENESS_BLOCKS = ["emb:response", "lex:psycrisis", "label:crisis"]
 APPROPRIATENESS_GRID = (1.0, 10.0, 100.0, 1000.0)
 LLM_LABELS = "gpt-4o-mini-labeled-sampled_dataset_n_2046_nPerD168_seed0-merged-labels.json"
@@ -108,7 +121,7 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     }
     result = fit_judge(
         x, targets, kind="classifier", meta=meta, labels=list(CRISIS_LABELS), grid=TRIAGE_GRID,
-        folds=folds, seed=seed, name="offline",
+        folds=folds, seed=seed, name="offline", ngram_weights=TRIAGE_NGRAM_WEIGHTS,
     )  # fmt: skip
     # Does the lexicon's high-severity override help? Decided on the training CV, against gpt-4o-mini.
     oof = [CRISIS_LABELS[int(i)] for i in result.oof]  # type: ignore[union-attr]
@@ -136,9 +149,17 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
         for b in RATERS[i + 1 :]
     ]
     shipped_dev = with_lexicon_override(model_dev, lex_dev) if use_override else model_dev
+    # The same recipe without the sentence encoder: what the speed target would cost in agreement.
+    fast_x = featurize(TRIAGE_FAST_BLOCKS, [Item(c) for c in cases])
+    fast = fit_judge(
+        fast_x, targets, kind="classifier", meta={**meta, "features": TRIAGE_FAST_BLOCKS}, labels=list(CRISIS_LABELS),
+        grid=TRIAGE_GRID, folds=folds, seed=seed, ngram_weights=TRIAGE_NGRAM_WEIGHTS,
+    )  # fmt: skip
+    fast_dev = list(fast.judge.predict([Item(c) for c in dev]))
     figures = {
         "rows": len(cases),
         "strength": result.params["strength"],
+        "ngram_weight": result.params.get("ngram_weight"),
         "cv_vs_gpt4o_mini": cv_plain,
         "cv_vs_gpt4o_mini_with_lexicon_override": cv_override,
         "lexicon_override": use_override,
@@ -147,6 +168,12 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
         "dev_classifier_only": _against_humans(model_dev, dev),
         "dev_with_lexicon_override": _against_humans(with_lexicon_override(model_dev, lex_dev), dev),
         "dev_lexicon_only": _against_humans(lex_dev, dev),
+        "no_encoder_variant": {
+            "features": TRIAGE_FAST_BLOCKS,
+            "cv_vs_gpt4o_mini": fast.figures,
+            "dev_classifier_only": _against_humans(fast_dev, dev),
+            "dev_with_lexicon_override": _against_humans(with_lexicon_override(fast_dev, lex_dev), dev),
+        },
         "dev_gpt4o_mini_published": _against_humans([dev_llm[c.id] for c in dev], dev),
         "dev_human_pairwise_kappa": {
             "min": round(min(human_pairs), 4),
@@ -181,7 +208,7 @@ def build_safety(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     x_all = featurize(SAFETY_BLOCKS, items)
     result = fit_judge(
         x_all, gold, kind="classifier", meta=meta, labels=list(SAFETY_LABELS), grid=SAFETY_GRID,
-        folds=folds, seed=seed, name="offline",
+        folds=folds, seed=seed, name="offline", ngram_weights=SAFETY_NGRAM_WEIGHTS,
     )  # fmt: skip
     predicted = list(result.judge.predict(items))
     in_sample = classifier_figures(gold, predicted, SAFETY_LABELS)
@@ -190,14 +217,21 @@ def build_safety(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     result.judge.meta["figures"]["in_sample"] = in_sample
     result.judge.save(out / "dialogue-safety.npz")
     ablations = {}
-    for blocks in (["emb:response"], ["emb:response", "emb:context"], ["surface:reply", "cos:response,last_user"]):
+    for blocks in (
+        ["emb:response"],
+        ["emb:response", "emb:context"],
+        ["surface:reply", "cos:response,last_user"],
+        [b for b in SAFETY_BLOCKS if not b.startswith("ngram:")],
+        ["ngram:response"],
+    ):
         x = featurize(blocks, items)
         r = fit_judge(x, gold, kind="classifier", meta={**meta, "features": blocks}, labels=list(SAFETY_LABELS),
-                      grid=SAFETY_GRID, folds=folds, seed=seed)  # fmt: skip
+                      grid=SAFETY_GRID, folds=folds, seed=seed, ngram_weights=SAFETY_NGRAM_WEIGHTS)  # fmt: skip
         ablations["+".join(blocks)] = {k: r.figures[k] for k in ("accuracy", "weighted_f1", "macro_f1")}
     return {
         "rows": len(items),
         "strength": result.params["strength"],
+        "ngram_weight": result.params.get("ngram_weight"),
         "cv": result.figures,
         "in_sample": in_sample,
         "in_sample_every_4th_row": in_sample_subset,

@@ -59,8 +59,10 @@ def get_field(row: dict[str, Any], name: str) -> Any:
 
 
 def is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or (
-        isinstance(value, str) and not value.strip()
+    return (
+        value is None
+        or (isinstance(value, float) and math.isnan(value))
+        or (isinstance(value, str) and not value.strip())
     )
 
 

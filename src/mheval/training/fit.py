@@ -1,7 +1,9 @@
 """Linear heads over feature matrices: fitting, nested cross-validation and the figures it reports.
 
 Classifiers are multinomial logistic regressions (class-weighted by default), scorers ridge lines; both
-on standardised features. Everything is deterministic given the seed. scikit-learn is needed only here,
+on scaled features: dense blocks (embeddings, lexicon scores...) are standardised, hashed n-gram blocks
+are weighted by idf times a block weight and not centred (see `_scaling`). Everything is deterministic
+given the seed. scikit-learn is needed only here,
 to train: judging with a saved head is plain numpy (judges/offline/trained.py).
 """
 
@@ -32,10 +34,21 @@ def _sklearn() -> Any:
     return linear_model, model_selection
 
 
-def _standardise(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _scaling(
+    x: np.ndarray, ngram: np.ndarray | None = None, ngram_weight: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, scale) with z = (x - mean) / scale. Dense columns: standardised. Hashed n-gram columns
+    (`ngram` mask): mean 0 and scale 1 / (idf * ngram_weight), i.e. tf-idf. Standardising those would
+    blow up buckets seen in two or three texts, and the weight sets how much the n-grams count
+    against the embedding (one knob instead of hundreds of standardised columns)."""
     mean = x.mean(axis=0)
     scale = x.std(axis=0)
     scale[scale < 1e-8] = 1.0
+    if ngram is not None and ngram.any():
+        seen = (x[:, ngram] > 0).sum(axis=0)
+        idf = np.log((1.0 + len(x)) / (1.0 + seen)) + 1.0
+        mean[ngram] = 0.0
+        scale[ngram] = 1.0 / (idf * ngram_weight)
     # Rounded to float32 now, so a model behaves the same before and after it is saved.
     return mean.astype(np.float32).astype(np.float64), scale.astype(np.float32).astype(np.float64)
 
@@ -48,12 +61,17 @@ def fit_head(
     n_labels: int = 0,
     strength: float = 1.0,
     class_weight: str | None = "balanced",
+    ngram: np.ndarray | None = None,
+    ngram_weight: float = 1.0,
 ) -> LinearHead:
     """One head on all of (x, y). `strength` is C (classifier) or alpha (scorer); y holds label indices
-    (classifier) or scores (scorer)."""
+    (classifier) or scores (scorer); `ngram` marks hashed n-gram columns (features.ngram_columns)."""
     linear_model, _ = _sklearn()
     with _one_thread():
-        return _fit_head(linear_model, x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight)
+        return _fit_head(
+            linear_model, x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight,
+            ngram=ngram, ngram_weight=ngram_weight,
+        )  # fmt: skip
 
 
 def _one_thread() -> Any:
@@ -70,9 +88,9 @@ def _one_thread() -> Any:
 
 def _fit_head(
     linear_model: Any, x: np.ndarray, y: np.ndarray, *, kind: str, n_labels: int, strength: float,
-    class_weight: str | None,
+    class_weight: str | None, ngram: np.ndarray | None = None, ngram_weight: float = 1.0,
 ) -> LinearHead:  # fmt: skip
-    mean, scale = _standardise(x)
+    mean, scale = _scaling(x, ngram, ngram_weight)
     z = (x - mean) / scale
     if kind == "scorer":
         model = linear_model.Ridge(alpha=strength).fit(z, y)
@@ -133,26 +151,34 @@ def choose_strength(
     seed: int,
     groups: Sequence[Any] | None = None,
     class_weight: str | None = "balanced",
-) -> float:
-    """The grid value with the best cross-validated loss on (x, y) (the first one on a tie)."""
-    if len(grid) == 1:
-        return float(grid[0])
+    ngram: np.ndarray | None = None,
+    ngram_weights: Sequence[float] = (1.0,),
+) -> tuple[float, float]:
+    """The (strength, n-gram weight) pair of `grid` x `ngram_weights` with the best cross-validated loss
+    on (x, y) (the first one on a tie, strengths varying fastest)."""
+    weights = list(ngram_weights) if ngram is not None and ngram.any() else [1.0]
+    pairs = [(float(w), float(s)) for w in weights for s in grid]
+    if len(pairs) == 1:
+        return pairs[0][1], pairs[0][0]
     losses = []
-    for strength in grid:
+    for weight, strength in pairs:
         pred = np.zeros(len(y))
         for train, test in _splits(y, kind, folds, seed, groups):
             head = fit_head(
-                x[train], y[train], kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight
-            )
+                x[train], y[train], kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight,
+                ngram=ngram, ngram_weight=weight,
+            )  # fmt: skip
             pred[test] = predict(head, x[test], kind)
         losses.append(_loss(kind, y, pred))
-    return float(grid[int(np.argmin(losses))])
+    weight, strength = pairs[int(np.argmin(losses))]
+    return strength, weight
 
 
 @dataclass
 class CrossValidated:
     predictions: np.ndarray  # out-of-fold: label indices or raw scores
     strengths: list[float]  # the value chosen inside each outer fold
+    ngram_weights: list[float]  # the n-gram block weight chosen inside each outer fold
 
 
 def cross_validate(
@@ -166,15 +192,18 @@ def cross_validate(
     seed: int = 0,
     groups: Sequence[Any] | None = None,
     class_weight: str | None = "balanced",
+    ngram: np.ndarray | None = None,
+    ngram_weights: Sequence[float] = (1.0,),
 ) -> CrossValidated:
     """Out-of-fold predictions; with several grid values the choice is made inside each training fold
     (nested), so the figures are not flattered by the choice."""
     pred = np.zeros(len(y))
     chosen: list[float] = []
+    chosen_weights: list[float] = []
     group_array = None if groups is None else np.asarray(groups)
     for train, test in _splits(y, kind, folds, seed, groups):
         inner_groups = None if group_array is None else group_array[train]
-        strength = choose_strength(
+        strength, weight = choose_strength(
             x[train],
             y[train],
             kind=kind,
@@ -184,11 +213,17 @@ def cross_validate(
             seed=seed,
             groups=inner_groups,
             class_weight=class_weight,
+            ngram=ngram,
+            ngram_weights=ngram_weights,
         )
-        head = fit_head(x[train], y[train], kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight)
+        head = fit_head(
+            x[train], y[train], kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight,
+            ngram=ngram, ngram_weight=weight,
+        )  # fmt: skip
         pred[test] = predict(head, x[test], kind)
         chosen.append(strength)
-    return CrossValidated(pred, chosen)
+        chosen_weights.append(weight)
+    return CrossValidated(pred, chosen, chosen_weights)
 
 
 # -- figures --------------------------------------------------------------------------------------

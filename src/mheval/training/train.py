@@ -24,7 +24,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline.embed import encoder_version
-from mheval.judges.offline.features import Item, featurize, width
+from mheval.judges.offline.features import Item, featurize, ngram_columns, width
 from mheval.judges.offline.trained import TrainedJudge
 from mheval.records import CRISIS_LABELS
 from mheval.suites.papers import SAFETY_LABELS
@@ -40,6 +40,7 @@ from mheval.training.data import (
 
 DEFAULT_C: tuple[float, ...] = (0.1, 1.0)
 DEFAULT_ALPHA: tuple[float, ...] = (10.0, 100.0)
+DEFAULT_NGRAM_WEIGHTS: tuple[float, ...] = (3.0,)
 
 
 @dataclass
@@ -68,8 +69,12 @@ def fit_judge(
     groups: Sequence[Any] | None = None,
     class_weight: str | None = "balanced",
     name: str | None = None,
+    ngram_weights: Sequence[float] | None = None,
 ) -> TrainResult:
-    """Cross-validate, choose the strength on all rows, fit on all rows; figures go into the metadata."""
+    """Cross-validate, choose the strength on all rows, fit on all rows; figures go into the metadata.
+
+    `meta["features"]` names the blocks of x's columns; with `ngram:` blocks, their weight against the
+    other blocks is chosen from `ngram_weights` together with the strength (nested like it)."""
     if kind == "classifier":
         labels = list(labels or sorted(set(map(str, targets))))
         y = np.array([labels.index(str(t)) for t in targets], dtype=float)
@@ -82,11 +87,22 @@ def fit_judge(
         raise InputError(f"too few rows to cross-validate: {len(y)} rows for {folds} folds", field="folds")
     if groups is not None and len(set(groups)) < folds:
         raise InputError(f"{len(set(groups))} groups cannot make {folds} grouped folds", field="group_field")
-    common = {"kind": kind, "n_labels": n_labels, "folds": folds, "seed": seed, "class_weight": class_weight}
+    ngram = ngram_columns(meta["features"]) if meta.get("features") else None
+    if ngram is not None and len(ngram) != x.shape[1]:
+        raise InputError(f"the feature blocks make {len(ngram)} columns, x has {x.shape[1]}", field="features")
+    has_ngrams = ngram is not None and bool(ngram.any())
+    weights = list(ngram_weights or DEFAULT_NGRAM_WEIGHTS) if has_ngrams else [1.0]
+    common = {
+        "kind": kind, "n_labels": n_labels, "folds": folds, "seed": seed, "class_weight": class_weight,
+        "ngram": ngram, "ngram_weights": weights,
+    }  # fmt: skip
     cv = fit.cross_validate(x, y, grid=grid, groups=groups, **common)
-    strength = fit.choose_strength(x, y, grid=grid, groups=groups, **common)
-    head = fit.fit_head(x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight)
-    params = {
+    strength, weight = fit.choose_strength(x, y, grid=grid, groups=groups, **common)
+    head = fit.fit_head(
+        x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight, ngram=ngram,
+        ngram_weight=weight,
+    )  # fmt: skip
+    params: dict[str, Any] = {
         "strength": strength,
         "strength_grid": grid,
         "strength_per_fold": cv.strengths,
@@ -95,12 +111,12 @@ def fit_judge(
         "class_weight": class_weight if kind == "classifier" else None,
         "grouped": groups is not None,
     }
+    if has_ngrams:
+        params |= {"ngram_weight": weight, "ngram_weight_grid": weights, "ngram_weight_per_fold": cv.ngram_weights}
     meta = {**meta, "kind": kind, "labels": labels or None, "training": {**meta.get("training", {}), **params}}
     judge = TrainedJudge(head, meta, name=name or meta.get("name", ""))
     if kind == "classifier":
-        figures = fit.classifier_figures(
-            [labels[int(i)] for i in y], [labels[int(i)] for i in cv.predictions], labels
-        )
+        figures = fit.classifier_figures([labels[int(i)] for i in y], [labels[int(i)] for i in cv.predictions], labels)
     else:
         figures = fit.scorer_figures(y, judge._round(cv.predictions))
         figures["mae_unrounded"] = round(float(np.mean(np.abs(cv.predictions - y))), 4)
@@ -155,11 +171,13 @@ def train_judge(
     score_range: tuple[float, float] | None = None,
     name: str | None = None,
     command: str | None = None,
+    ngram_weights: Sequence[float] | None = None,
 ) -> TrainResult:
     """Train a classifier (label_field) or scorer (score_field) on a JSONL/CSV file.
 
     Figures are out-of-fold over `folds` stratified folds (grouped by `group_field` when given), with
-    the regularisation strength chosen inside each fold from `grid`. Deterministic given `seed`.
+    the regularisation strength chosen inside each fold from `grid` (and, with `ngram:` feature blocks,
+    their weight from `ngram_weights`). Deterministic given `seed`.
     """
     path = Path(path)
     if kind not in ("classifier", "scorer"):
@@ -251,6 +269,7 @@ def train_judge(
         groups=groups if group_field else None,
         class_weight=class_weight,
         name=name or f"trained:{path.stem}",
+        ngram_weights=ngram_weights,
     )
 
 

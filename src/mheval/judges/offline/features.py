@@ -16,12 +16,18 @@ Blocks:
   reply's character bigrams found in the last user turn and in the context, share of the last user
   turn's bigrams echoed, distinct-character ratio of the reply, question marks and line breaks in
   the reply, whether the last user turn is a question, whether the context is a single turn.
+- `ngram:user`, `ngram:context`, `ngram:last_user`, `ngram:response`: hashed n-grams of the same (cut)
+  text an `emb:` block would embed (`NGRAM_BUCKETS` values, see `ngram_vector`). They read the exact
+  words (and Chinese characters) the sentence encoder smooths over, cost about a millisecond, and
+  store no text: a model keeps one weight per hash bucket, never a vocabulary. The head's scaling
+  of these columns (idf and a block weight, fit.py) lives in the model file like any other scaling.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +42,18 @@ TEXTS = ("user", "context", "last_user", "response")
 _LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)
 _SPACE_OR_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 _QUESTION = re.compile(r"[?？]\s*$")
+_WORD = re.compile(r"\w+", re.UNICODE)
+_WHITESPACE = re.compile(r"\s+", re.UNICODE)
+
+NGRAM_BUCKETS = 4096
+NGRAM_CHAR_ORDERS = (2, 3, 4)
+NGRAM_WORD_ORDERS = (1, 2)
+# FNV-1a's 64-bit prime and offset: a fixed, platform-independent hash (Python's hash() is salted per
+# process). Each n-gram order and kind gets its own starting value, so "ab" as a character bigram and
+# "ab" as a word do not share a bucket by construction.
+_FNV_PRIME = np.uint64(0x100000001B3)
+_FNV_OFFSET = 0xCBF29CE484222325
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,8 @@ def width(block: str) -> int:
     kind, _, arg = block.partition(":")
     if kind == "emb" and arg in TEXTS:
         return embed.DIM
+    if kind == "ngram" and arg in TEXTS:
+        return NGRAM_BUCKETS
     if kind == "cos" and len(arg.split(",")) == 2 and all(a in TEXTS for a in arg.split(",")):
         return 1
     fixed = {
@@ -79,8 +99,19 @@ def width(block: str) -> int:
     raise InputError(
         f"unknown feature block {block!r}",
         field="features",
-        choices=[*(f"emb:{t}" for t in TEXTS), "cos:A,B", *fixed],
+        choices=[*(f"emb:{t}" for t in TEXTS), *(f"ngram:{t}" for t in TEXTS), "cos:A,B", *fixed],
     )
+
+
+def is_ngram(block: str) -> bool:
+    """Whether a block holds hashed n-grams (sparse, non-negative: the head scales it by idf, not by std)."""
+    kind, _, arg = block.partition(":")
+    return kind == "ngram" and arg in TEXTS
+
+
+def ngram_columns(blocks: Sequence[str]) -> np.ndarray:
+    """A boolean mask over the feature vector: True for the columns of `ngram:` blocks."""
+    return np.concatenate([np.full(width(b), is_ngram(b)) for b in blocks]) if blocks else np.zeros(0, dtype=bool)
 
 
 def needed_texts(blocks: Sequence[str], items: Sequence[Item]) -> list[str]:
@@ -132,6 +163,8 @@ def _block(block: str, item: Item, vectors: Callable[[str], np.ndarray]) -> np.n
     kind, _, arg = block.partition(":")
     if kind == "emb":
         return vectors(text_of(arg, item))
+    if kind == "ngram":
+        return ngram_vector(text_of(arg, item))
     if kind == "cos":
         a, b = (vectors(text_of(k, item)) for k in arg.split(","))
         return [float(np.dot(a, b))]  # the encoder's vectors are unit length
@@ -174,3 +207,38 @@ def surface(case: Case, reply: str) -> list[float]:
         1.0 if _QUESTION.search(last) else 0.0,
         1.0 if len(case.turns) == 1 else 0.0,
     ]
+
+
+def _hashed(codes: np.ndarray, order: int, salt: int) -> np.ndarray:
+    """FNV-1a over every run of `order` consecutive codes (uint64, wrapping), then a final mix."""
+    runs = len(codes) - order + 1
+    if runs <= 0:
+        return np.zeros(0, dtype=np.uint64)
+    h = np.full(runs, (_FNV_OFFSET ^ (salt * _GOLDEN)) & 0xFFFFFFFFFFFFFFFF, dtype=np.uint64)
+    for k in range(order):
+        h = (h ^ codes[k : k + runs]) * _FNV_PRIME
+    return h ^ (h >> np.uint64(32))
+
+
+def ngram_vector(text: str, buckets: int = NGRAM_BUCKETS) -> np.ndarray:
+    """Hashed character 2-4-grams and word 1-2-grams of `text`, as a unit-length float32 vector.
+
+    The text is lower-cased and its whitespace collapsed. Characters are Unicode code points, so one
+    Chinese character is one unit and no segmenter is needed; words are runs of letters and digits
+    (English words; a Chinese run is one "word", the character grams cover it). Each n-gram is hashed
+    with FNV-1a (code points) or CRC-32 then FNV-1a (words) into `buckets` buckets; a bucket's value
+    is log(1 + count) (a long text does not drown a short one), and the vector is L2-normalised.
+    Deterministic on every platform and Python version.
+    """
+    flat = " " + _WHITESPACE.sub(" ", text.lower()).strip() + " "
+    chars = np.frombuffer(flat.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    pieces = [_hashed(chars, n, n) for n in NGRAM_CHAR_ORDERS]
+    words = _WORD.findall(flat)
+    if words:
+        codes = np.array([zlib.crc32(w.encode("utf-8")) for w in words], dtype=np.uint64)
+        pieces += [_hashed(codes, n, 100 + n) for n in NGRAM_WORD_ORDERS]
+    hashes = np.concatenate(pieces)
+    counts = np.bincount((hashes % np.uint64(buckets)).astype(np.int64), minlength=buckets)
+    vector = np.log1p(counts.astype(np.float64))
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm if norm else vector).astype(np.float32)

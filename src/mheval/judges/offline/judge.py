@@ -1,7 +1,7 @@
 """The offline judge: no network, no key. Lexicons and small trained models that ship with mheval.
 
-- `crisis-triage`: a classifier over sentence embeddings + the lexicon's label scores (weights/
-  crisis-triage.npz), with the lexicon's spans as evidence. When the model file says so
+- `crisis-triage`: a classifier over sentence embeddings, hashed n-grams and the lexicon's label
+  scores (weights/crisis-triage.npz), with the lexicon's spans as evidence. When the model file says so
   (`lexicon_override`, decided at build time on training data), a suicidal-ideation or self-harm
   finding of the lexicon wins over a milder label of the classifier. Without models: the lexicon.
 - `psycrisis`: the bilingual lexicon (five dimensions, evidence spans that are substrings of the

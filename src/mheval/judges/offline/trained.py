@@ -1,10 +1,10 @@
-"""Trained offline judges: embedding (+ lexicon) features and a linear head, saved as one .npz file.
+"""Trained offline judges: embedding, hashed n-gram and lexicon features and a linear head, in one .npz.
 
-A model file holds four float32 arrays (`mean`, `scale`: the standardisation; `coef`, `intercept`:
-the head) and `meta`, one JSON string: format and version, protocol id, kind (classifier/scorer),
-labels or score range, feature blocks (features.py), text fields it was trained on, encoder name,
-training data hash, row count, the command that built it and its cross-validated figures. No text
-from the training data is stored.
+A model file holds four float32 arrays (`mean`, `scale`: the per-column scaling, standardisation or
+idf for n-gram buckets; `coef`, `intercept`: the head) and `meta`, one JSON string: format and
+version, protocol id, kind (classifier/scorer), labels or score range, feature blocks (features.py),
+text fields it was trained on, encoder name, training data hash, row count, the command that built it
+and its cross-validated figures. No text from the training data is stored.
 
 `load_trained_judge(path)` returns a `TrainedJudge`, which implements the Judge protocol
 (judges/base.py), so a model file can judge in any run.
@@ -220,9 +220,7 @@ def load_trained_judge(path: str | Path, *, name: str | None = None) -> TrainedJ
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise InputError(f"not an mheval model file ({exc})", path=path) from None
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise InputError(
-            f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path
-        )
+        raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
     head = LinearHead(**arrays)
     try:
         return TrainedJudge(head, meta, name=name or meta.get("name") or f"trained:{path.stem}")
