@@ -1,0 +1,92 @@
+"""Regexes with a literal prefilter: skip the regex when the text lacks every string a match must contain.
+
+The reply checks (judges/flags.py, resources/matching.py) run dozens of word-list regexes on every
+judged reply, and almost all of them do not match. Python's `re` tries such a pattern at every
+position; a substring test (`needle in text`) runs in C and is many times faster. `Prefiltered` works
+out, from the pattern's own parse tree, sets of literal strings such that every match contains one
+string of each set ({"ignore", "disregard", ...} and {"rubric", "instructions", ...} for
+`\\b(?:ignore|disregard|...)\\b[^.]{0,40}?\\b(?:rubric|instructions|...)`), and searches only texts that
+pass that test. The test is done on the lower-cased text with lower-cased needles, which is a
+necessary condition whether or not the pattern ignores case. A pattern whose needles cannot be worked
+out (or a Python whose parser differs) is always searched: the filter can only skip, never change, a
+result.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+try:  # the parser behind `re`; its shape is stable since 3.11 but private, hence the fallback
+    from re import _constants as _c
+    from re import _parser as _p
+except ImportError:  # pragma: no cover - other Pythons search every text
+    _c = _p = None  # type: ignore[assignment]
+
+Needles = tuple[frozenset[str], ...]  # every match holds at least one string of each set
+
+
+def needles(pattern: re.Pattern[str]) -> Needles | None:
+    """Sets of strings (lower-cased) such that every match of `pattern` holds one of each, or None."""
+    if _p is None:
+        return None
+    try:
+        found = _candidates(list(_p.parse(pattern.pattern, pattern.flags)))
+    except Exception:  # a construct this walk does not know: no filter
+        return None
+    usable = [s for s in found if all(n and len(n.lower()) == len(n) for n in s)]
+    return tuple(frozenset(n.lower() for n in s) for s in usable) or None
+
+
+def _candidates(items: list[tuple[Any, Any]]) -> list[set[str]]:
+    """Every set of strings a match of this sequence of parse items must hold one of: each run of
+    literals, and what each required group, alternation or repeat requires."""
+    found: list[set[str]] = []
+    run = ""
+    for op, arg in items:
+        if op is _c.LITERAL:
+            run += chr(arg)
+            continue
+        if run:
+            found.append({run})
+            run = ""
+        part: set[str] | None = None
+        if op is _c.SUBPATTERN:
+            part = _best(list(arg[-1]))
+        elif op is _c.BRANCH:
+            branches = [_best(list(b)) for b in arg[1]]
+            part = None if any(b is None for b in branches) else set().union(*branches)  # type: ignore[arg-type]
+        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT) and arg[0] >= 1:
+            part = _best(list(arg[2]))
+        # Anything else (assertions, classes, optional parts) requires no particular string.
+        if part:
+            found.append(part)
+    if run:
+        found.append({run})
+    return found
+
+
+def _best(items: list[tuple[Any, Any]]) -> set[str] | None:
+    """The most selective of a sequence's sets (longest shortest string, then fewest strings)."""
+    found = _candidates(items)
+    return max(found, key=lambda s: (min(len(n) for n in s), -len(s))) if found else None
+
+
+class Prefiltered:
+    """A compiled regex and its needles; `search(text, lowered)` takes the text and its lower-case form
+    (computed once by the caller for all patterns)."""
+
+    __slots__ = ("needles", "regex")
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        self.regex = regex
+        self.needles = needles(regex)
+
+    def possible(self, lowered: str) -> bool:
+        return self.needles is None or all(any(n in lowered for n in group) for group in self.needles)
+
+    def search(self, text: str, lowered: str) -> re.Match[str] | None:
+        return self.regex.search(text) if self.possible(lowered) else None
+
+
+__all__ = ["Prefiltered", "needles"]
