@@ -42,8 +42,7 @@ from mheval.judges.offline.finetuned import (
 from mheval.records import CRISIS_LABELS
 from mheval.suites.papers import SAFETY_LABELS
 from mheval.training import fit
-from mheval.training.data import case_from_field, get_field, is_missing, read_rows, response_from_field
-from mheval.training.train import _infer_protocol, _roles
+from mheval.training.train import _infer_protocol, _roles, read_examples
 
 DEFAULT_EPOCHS = 4
 DEFAULT_LEARNING_RATE = 2e-5
@@ -78,35 +77,6 @@ class Settings:
     seed: int = 0
 
 
-def _read(
-    path: Path, case_field: str | None, response_field: str | None, label_field: str, group_field: str | None
-) -> tuple[list[Item], list[str], list[str]]:
-    """Items, labels and groups of a labelled file, with train_judge's readers and errors."""
-    items: list[Item] = []
-    targets: list[str] = []
-    groups: list[str] = []
-    for line, row in read_rows(path):
-        target = get_field(row, label_field)
-        if is_missing(target):
-            raise InputError("missing value", path=path, line=line, field=label_field)
-        case_value = get_field(row, case_field) if case_field else "."
-        if case_field and is_missing(case_value):
-            raise InputError("missing value", path=path, line=line, field=case_field)
-        case = case_from_field(case_value, case_id=f"row-{line}", path=path, line=line, field=case_field or "text")
-        response = None
-        if response_field:
-            value = get_field(row, response_field)
-            if is_missing(value):
-                raise InputError("missing value", path=path, line=line, field=response_field)
-            response = response_from_field(value, path=path, line=line, field=response_field)
-        if group_field:
-            group = get_field(row, group_field)
-            if is_missing(group):
-                raise InputError("missing value", path=path, line=line, field=group_field)
-            groups.append(str(group))
-        items.append(Item(case, response, None))
-        targets.append(str(target).strip())
-    return items, targets, groups
 
 
 def _label_order(targets: Sequence[str]) -> list[str]:
@@ -234,7 +204,7 @@ def finetune_judge(
         raise InputError(f"learning_rate must be positive, got {learning_rate}", field="learning_rate")
     torch, transformers = require_torch()
     case_field, response_field = _roles(text_fields)
-    items, targets, groups = _read(path, case_field, response_field, label_field, group_field)
+    items, targets, groups = read_examples(path, case_field, response_field, label_field, group_field)
     labels = _label_order(targets)
     if len(labels) < 2:
         raise InputError("a classifier needs at least two distinct labels", path=path, field=label_field)

@@ -154,6 +154,55 @@ def _infer_protocol(kind: str, labels: Sequence[str], has_response: bool) -> str
     raise InputError("cannot tell which protocol these labels belong to: pass protocol=", field="protocol")
 
 
+def read_examples(
+    path: Path,
+    case_field: str | None,
+    response_field: str | None,
+    target_field: str,
+    group_field: str | None,
+    *,
+    numeric: bool = False,
+) -> tuple[list[Item], list[Any], list[str]]:
+    """The items, targets (numbers when `numeric`, else stripped strings) and groups of a labelled file;
+    a missing or bad value is an InputError naming the file, line and field."""
+    items: list[Item] = []
+    targets: list[Any] = []
+    groups: list[str] = []
+    for line, row in read_rows(path):
+        target = get_field(row, target_field)
+        if is_missing(target):
+            raise InputError("missing value", path=path, line=line, field=target_field)
+        if numeric:
+            try:
+                target = float(target)
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"expected a number, got {target!r}", path=path, line=line, field=target_field
+                ) from None
+            if not math.isfinite(target):
+                raise InputError("not a finite number", path=path, line=line, field=target_field)
+        else:
+            target = str(target).strip()
+        case_value = get_field(row, case_field) if case_field else "."
+        if case_field and is_missing(case_value):
+            raise InputError("missing value", path=path, line=line, field=case_field)
+        case = case_from_field(case_value, case_id=f"row-{line}", path=path, line=line, field=case_field or "text")
+        response = None
+        if response_field:
+            value = get_field(row, response_field)
+            if is_missing(value):
+                raise InputError("missing value", path=path, line=line, field=response_field)
+            response = response_from_field(value, path=path, line=line, field=response_field)
+        if group_field:
+            group = get_field(row, group_field)
+            if is_missing(group):
+                raise InputError("missing value", path=path, line=line, field=group_field)
+            groups.append(str(group))
+        items.append(Item(case, response, None))
+        targets.append(target)
+    return items, targets, groups
+
+
 def train_judge(
     path: str | Path,
     *,
@@ -188,42 +237,9 @@ def train_judge(
     if folds < 2:
         raise InputError(f"folds must be at least 2, got {folds}", field="folds")
     case_field, response_field = _roles(text_fields)
-    rows = read_rows(path)
-    items: list[Item] = []
-    targets: list[Any] = []
-    groups: list[Any] = []
-    for line, row in rows:
-        target = get_field(row, target_field)
-        if is_missing(target):
-            raise InputError("missing value", path=path, line=line, field=target_field)
-        if kind == "scorer":
-            try:
-                target = float(target)
-            except (TypeError, ValueError):
-                raise InputError(
-                    f"expected a number, got {target!r}", path=path, line=line, field=target_field
-                ) from None
-            if not math.isfinite(target):
-                raise InputError("not a finite number", path=path, line=line, field=target_field)
-        else:
-            target = str(target).strip()
-        case_value = get_field(row, case_field) if case_field else "."
-        if case_field and is_missing(case_value):
-            raise InputError("missing value", path=path, line=line, field=case_field)
-        case = case_from_field(case_value, case_id=f"row-{line}", path=path, line=line, field=case_field or "text")
-        response = None
-        if response_field:
-            value = get_field(row, response_field)
-            if is_missing(value):
-                raise InputError("missing value", path=path, line=line, field=response_field)
-            response = response_from_field(value, path=path, line=line, field=response_field)
-        if group_field:
-            group = get_field(row, group_field)
-            if is_missing(group):
-                raise InputError("missing value", path=path, line=line, field=group_field)
-            groups.append(str(group))
-        items.append(Item(case, response, None))
-        targets.append(target)
+    items, targets, groups = read_examples(
+        path, case_field, response_field, target_field, group_field, numeric=kind == "scorer"
+    )
 
     labels = sorted(set(targets)) if kind == "classifier" else None
     if kind == "classifier":
