@@ -6,10 +6,13 @@ position; a substring test (`needle in text`) runs in C and is many times faster
 out, from the pattern's own parse tree, sets of literal strings such that every match contains one
 string of each set ({"ignore", "disregard", ...} and {"rubric", "instructions", ...} for
 `\\b(?:ignore|disregard|...)\\b[^.]{0,40}?\\b(?:rubric|instructions|...)`), and searches only texts that
-pass that test. The test is done on the lower-cased text with lower-cased needles, which is a
-necessary condition whether or not the pattern ignores case. A pattern whose needles cannot be worked
-out (or a Python whose parser differs) is always searched: the filter can only skip, never change, a
-result.
+pass that test. The test is done on `fold(text)` with folded needles: lower case, with the Turkish
+dotted capital and dotless small i made a plain "i" (re.IGNORECASE matches them to "i" one character
+for one, while str.lower turns the capital into two characters). Callers NFKC-normalise first, which
+folds the other characters where the two part ways (long s, Kelvin and Angstrom signs, ligatures). So
+the test is a necessary condition whether or not the pattern ignores case. A pattern whose needles
+cannot be worked out (or a Python whose parser differs) is always searched: the filter can only skip,
+never change, a result.
 """
 
 from __future__ import annotations
@@ -23,6 +26,14 @@ try:  # the parser behind `re`; its shape is stable since 3.11 but private, henc
 except ImportError:  # pragma: no cover - other Pythons search every text
     _c = _p = None  # type: ignore[assignment]
 
+_TURKISH_I = str.maketrans({"\u0130": "i", "\u0131": "i"})
+
+
+def fold(text: str) -> str:
+    """The form needles are looked for in (see the module docstring)."""
+    return text.translate(_TURKISH_I).lower()
+
+
 Needles = tuple[frozenset[str], ...]  # every match holds at least one string of each set
 
 
@@ -34,8 +45,8 @@ def needles(pattern: re.Pattern[str]) -> Needles | None:
         found = _candidates(list(_p.parse(pattern.pattern, pattern.flags)))
     except Exception:  # a construct this walk does not know: no filter
         return None
-    usable = [s for s in found if all(n and len(n.lower()) == len(n) for n in s)]
-    return tuple(frozenset(n.lower() for n in s) for s in usable) or None
+    usable = [s for s in found if all(n and len(fold(n)) == len(n) for n in s)]
+    return tuple(frozenset(fold(n) for n in s) for s in usable) or None
 
 
 def _candidates(items: list[tuple[Any, Any]]) -> list[set[str]]:
@@ -73,7 +84,7 @@ def _best(items: list[tuple[Any, Any]]) -> set[str] | None:
 
 
 class Prefiltered:
-    """A compiled regex and its needles; `search(text, lowered)` takes the text and its lower-case form
+    """A compiled regex and its needles; `search(text, folded)` takes the text and `fold(text)`
     (computed once by the caller for all patterns)."""
 
     __slots__ = ("needles", "regex")
@@ -82,11 +93,11 @@ class Prefiltered:
         self.regex = regex
         self.needles = needles(regex)
 
-    def possible(self, lowered: str) -> bool:
-        return self.needles is None or all(any(n in lowered for n in group) for group in self.needles)
+    def possible(self, folded: str) -> bool:
+        return self.needles is None or all(any(n in folded for n in group) for group in self.needles)
 
-    def search(self, text: str, lowered: str) -> re.Match[str] | None:
-        return self.regex.search(text) if self.possible(lowered) else None
+    def search(self, text: str, folded: str) -> re.Match[str] | None:
+        return self.regex.search(text) if self.possible(folded) else None
 
 
-__all__ = ["Prefiltered", "needles"]
+__all__ = ["Prefiltered", "fold", "needles"]

@@ -21,7 +21,7 @@ import functools
 import re
 import unicodedata
 
-from mheval.textscan import Prefiltered
+from mheval.textscan import Prefiltered, fold
 
 _I = re.IGNORECASE
 _M = re.MULTILINE
@@ -178,7 +178,7 @@ def detect_injection(text: str | None) -> list[str]:
     work = _prepare(text or "")
     if not work.strip():
         return []
-    lowered = work.lower()
+    lowered = fold(work)
     kinds = [kind for kind, scans in _INJECTION_SCAN.items() if any(p.search(work, lowered) for p in scans)]
     verdict_json, vocabulary = _rubric_terms()
     if verdict_json.search(work, lowered):
@@ -262,7 +262,7 @@ def detect_pseudo_alignment(text: str | None) -> list[str]:
     first disclaimer counts, since a warning that follows plain advice is ordinary caution.
     """
     work = _prepare(text or "")
-    lowered = work.lower()
+    lowered = fold(work)
     starts = [m.end() for p in _DISCLAIMER_SCAN for m in [p.search(work, lowered)] if m]
     if not starts:
         return []

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mheval.resources import CrisisLines, digits, load_crisis_lines, normalise_locale
-from mheval.textscan import Prefiltered
+from mheval.textscan import Prefiltered, fold
 
 ReferralStatus = Literal["right_country", "wrong_country", "generic", "none"]
 REFERRAL_STATUSES: tuple[str, ...] = ("right_country", "wrong_country", "generic", "none")
@@ -118,11 +118,10 @@ def _number_forms(ds: str, calling_codes: set[str]) -> tuple[str, ...]:
 
 
 def _first_word(name: str) -> str | None:
-    """The name's first word in lower case: a text whose lower-cased form lacks it cannot match. None
-    when a letter of it lower-cases to more than one character (where str.lower and re.IGNORECASE part
-    ways, e.g. a Turkish dotted capital I): such a name's regex is always tried."""
+    """The name's first word, folded (textscan.fold): a text whose folded form lacks it cannot match.
+    None when a letter of it folds to more than one character: such a name's regex is always tried."""
     first = unicodedata.normalize("NFKC", name).split()[0]
-    return first.lower() if all(len(ch.lower()) == 1 for ch in first) else None
+    return fold(first) if all(len(fold(ch)) == 1 for ch in first) else None
 
 
 def _number_regex(ds: str, calling_codes: set[str]) -> str:
@@ -231,7 +230,7 @@ def _mask(text: str, start: int, end: int) -> str:
 
 def _generic_cues(text: str) -> list[str]:
     found = []
-    lowered = text.lower()
+    lowered = fold(text)
     for label, pattern in _GENERIC_PATTERNS:
         if not pattern.possible(lowered):
             continue
@@ -256,7 +255,7 @@ def find_lines(text: str, lines: CrisisLines | None = None) -> tuple[list[tuple[
                 continue
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
-    lowered = work.lower()
+    lowered = fold(work)
     for pattern in index.names:
         if pattern.first is not None and pattern.first not in lowered:
             continue
@@ -264,7 +263,7 @@ def find_lines(text: str, lines: CrisisLines | None = None) -> tuple[list[tuple[
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
     generic = _generic_cues(work)
-    lowered = work.lower()
+    lowered = fold(work)
     for pattern in index.international:
         name = pattern.owners[0][0]
         if name in generic or (pattern.first is not None and pattern.first not in lowered):
