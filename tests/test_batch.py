@@ -167,3 +167,34 @@ def test_a_job_the_server_no_longer_knows_is_submitted_again(tmp_path, fake_open
     assert [b["requests"] for b in fake_openai.batches] == [2]
     with Store.open_existing(tmp_path / "run") as store:
         assert all(j.status == "ok" for j in store.judgments())
+
+
+def test_a_refused_response_format_moves_the_next_run_to_the_next_shape(tmp_path, fake_openai):
+    def refuse_schema(body: dict):  # like a server without json_schema support, line by line
+        if (body.get("response_format") or {}).get("type") == "json_schema":
+            return status(400, "response_format json_schema is not supported")
+        return judge_answer(body)
+
+    fake_openai.default = respond(refuse_schema)
+    config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 2, answered=True), protocols=["psycrisis"])
+    run(config, stages=("judge",))
+    with Store.open_existing(tmp_path / "run") as store:
+        assert all("json_schema" in (j.reason or "") for j in store.judgments())
+    run(config, stages=("judge",))
+    with Store.open_existing(tmp_path / "run") as store:
+        judgments = store.judgments()
+    assert all(j.status == "ok" for j in judgments)
+    second = fake_openai.files[fake_openai.batches[1]["input_file_id"]].decode().splitlines()
+    assert {json.loads(line)["body"]["response_format"]["type"] for line in second} == {"json_object"}
+
+
+def test_an_upload_that_breaks_fails_the_calls_instead_of_hanging(tmp_path, fake_openai, monkeypatch):
+    def broken_put_batch(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Store, "put_batch", broken_put_batch)  # a store failure after the job was created
+    fake_openai.default = respond(judge_answer)
+    config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 2, answered=True), protocols=["psycrisis"])
+    run(config, stages=("judge",))  # returns: every caller heard of the failure
+    with Store.open_existing(tmp_path / "run") as store:
+        assert all("batch_submit" in (j.reason or "") for j in store.judgments())

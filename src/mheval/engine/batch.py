@@ -2,9 +2,11 @@
 
 `BatchModel` wraps a model of an endpoint that offers the Batch API (`/files`, `/batches`) and has the
 same `complete()` as any ChatModel, so the stages, the judges and the cache do not change. Calls made
-while a stage starts are gathered (until none has come for `linger_s`, or `MAX_BATCH_REQUESTS` wait),
-written as one JSONL file, uploaded, and submitted as one batch; each caller then waits for the job
-(polled every `poll_s`) and gets its own line of the output as a Completion.
+while a stage starts are gathered (until none has come for `linger_s`, or a batch's limit of requests
+or bytes is reached), written as one JSONL file, uploaded, and submitted as one batch; each caller
+then waits for the job (polled every `poll_s`) and gets its own line of the output as a Completion.
+A line refused for its structured-output shape lowers the shape for the next run, as a refused
+synchronous call would (json_schema -> json_object -> none).
 
 Resume: each request's `custom_id` is its cache key, and the store notes which batch holds which key
 as soon as the batch is created. A run killed while a job is in progress, started again with the same
@@ -27,7 +29,8 @@ from mheval.models.base import Completion, Message, ModelError
 from mheval.models.openai_compat import OpenAICompatModel
 
 BATCH_PRICE_FACTOR = 0.5  # the Batch API bills half the synchronous price
-MAX_BATCH_REQUESTS = 50_000  # OpenAI's limit on requests in one batch
+MAX_BATCH_REQUESTS = 50_000  # OpenAI's limits on one batch: requests, and bytes of its input file
+MAX_BATCH_BYTES = 190_000_000
 FINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
 CHAT_PATH = "/v1/chat/completions"
 
@@ -52,7 +55,11 @@ class BatchModel:
         self.linger_s = linger_s
         self.max_requests = max_requests
         self.submitted: list[str] = []  # ids of the batches this object created
-        self._waiting: dict[str, tuple[dict[str, Any], str, list[asyncio.Future[str]]]] = {}
+        # The structured-output shape an earlier run's job found refused stays refused.
+        self._shape_key = f"batch_structured_mode:{self.name}"
+        inner.start_at(store.get_meta(self._shape_key, "json_schema"))
+        self._waiting: dict[str, tuple[str, str, list[asyncio.Future[str]]]] = {}  # key -> (line, mode, callers)
+        self._waiting_bytes = 0
         self._timer: asyncio.TimerHandle | None = None
         self._jobs: dict[str, asyncio.Task[tuple[str, dict[str, dict[str, Any]]]]] = {}
 
@@ -78,6 +85,8 @@ class BatchModel:
             if exc.kind == "http_404":  # the server no longer knows the job: submit the call anew next time
                 self.store.forget_batch_request(key)
             raise
+        except Exception as exc:  # anything else while waiting is this call's failure, not the run's
+            raise ModelError("batch_error", f"batch {batch_id}: {type(exc).__name__}: {exc}") from None
         return self._completion(key, batch_id, status, lines.get(key), mode)
 
     async def aclose(self) -> None:
@@ -92,7 +101,11 @@ class BatchModel:
         if key in self._waiting:  # the same call twice (custom ids must be unique in a batch)
             self._waiting[key][2].append(future)
         else:
-            self._waiting[key] = (body, mode, [future])
+            line = json.dumps({"custom_id": key, "method": "POST", "url": CHAT_PATH, "body": body}) + "\n"
+            if self._waiting_bytes + len(line.encode()) > MAX_BATCH_BYTES:
+                self._submit_now()  # this line starts the next file
+            self._waiting[key] = (line, mode, [future])
+            self._waiting_bytes += len(line.encode())
         if len(self._waiting) >= self.max_requests:
             self._submit_now()
         else:
@@ -106,16 +119,13 @@ class BatchModel:
             self._timer.cancel()
             self._timer = None
         if self._waiting:
-            waiting, self._waiting = self._waiting, {}
+            waiting, self._waiting, self._waiting_bytes = self._waiting, {}, 0
             task = asyncio.ensure_future(self._submit(waiting))
             task.add_done_callback(_quiet)
 
-    async def _submit(self, waiting: dict[str, tuple[dict[str, Any], str, list[asyncio.Future[str]]]]) -> None:
+    async def _submit(self, waiting: dict[str, tuple[str, str, list[asyncio.Future[str]]]]) -> None:
         try:
-            lines = "".join(
-                json.dumps({"custom_id": key, "method": "POST", "url": CHAT_PATH, "body": body}) + "\n"
-                for key, (body, _, _) in waiting.items()
-            )
+            lines = "".join(line for line, _, _ in waiting.values())
             upload = ("batch", lines.encode(), "mheval-batch.jsonl")
             uploaded = _json(await self.inner.api("POST", "/files", upload=upload), "file upload")
             created = _json(
@@ -127,14 +137,14 @@ class BatchModel:
                 "batch creation",
             )
             batch_id = str(created["id"])
-        except (ModelError, KeyError, TypeError) as exc:
-            error = exc if isinstance(exc, ModelError) else ModelError("bad_response", f"batch submission: {exc!r}")
+            self.store.put_batch(batch_id, self.name, self.endpoint, list(waiting))
+        except Exception as exc:  # every caller must hear of it, whatever went wrong
+            error = exc if isinstance(exc, ModelError) else ModelError("batch_submit", f"{type(exc).__name__}: {exc}")
             for _, _, futures in waiting.values():
                 for future in futures:
                     if not future.done():
                         future.set_exception(error)
             return
-        self.store.put_batch(batch_id, self.name, self.endpoint, list(waiting))
         self.submitted.append(batch_id)
         for _, _, futures in waiting.values():
             for future in futures:
@@ -182,7 +192,13 @@ class BatchModel:
             error = (line.get("error") or {}).get("message") or "no response"
             raise ModelError("batch_error", f"batch {batch_id}: {error}")
         if code != 200:
-            raise ModelError(f"http_{code}", f"batch {batch_id}: the call failed with HTTP {code}")
+            body = response.get("body")
+            error = body.get("error") if isinstance(body, dict) else None
+            message = str(error.get("message") or "") if isinstance(error, dict) else ""
+            if self.inner.note_refusal(int(code), message, mode):
+                self.store.set_meta(self._shape_key, self.inner.structured_mode)
+                message = f"the server refused response_format {mode}; the next run asks for the next shape"
+            raise ModelError(f"http_{code}", f"batch {batch_id}: {message or f'the call failed with HTTP {code}'}")
         raise ModelError("bad_response", f"batch {batch_id}: an answer with no message")
 
 

@@ -213,7 +213,7 @@ class OpenAICompatModel:
                     retry_after = resp.headers.get("Retry-After")
             except TimeoutError:
                 raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            except aiohttp.ClientError as exc:
                 raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key)) from None
             if status != 200:
                 self._fail(status, raw, retry_after, "none", key)
@@ -288,6 +288,8 @@ class OpenAICompatModel:
                     raise TransientError("connection", detail) from None
                 except aiohttp.ClientPayloadError as exc:
                     raise TransientError("connection", _scrub(f"incomplete body: {exc}", key)) from None
+                except aiohttp.ClientError as exc:  # e.g. an answer that is not valid HTTP
+                    raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key)) from None
                 latency = time.perf_counter() - started
             # Let the callers we just handed slots to send their requests before we parse, judge and
             # store this answer: a wave of answers then costs the server no idle time. One pass of the
@@ -319,6 +321,22 @@ class OpenAICompatModel:
         if is_retryable_status(status):
             raise TransientError(f"http_{status}", message, parse_retry_after(retry_after))
         raise ModelError(f"http_{status}", message)
+
+    def note_refusal(self, status: int, message: str, mode: str) -> bool:
+        """For answers that came back another way (a batch job's line): when `status` refuses `mode`
+        and `message` names the feature, the next requests use the next shape. True if so. (Stricter
+        than a live call, which can try the next shape at once and keep it only if that one works.)"""
+        named = any(word in message.lower() for word in _FEATURE_WORDS)
+        if mode == "none" or not named or not self._refuses(status, message, mode):
+            return False
+        self.start_at(STRUCTURED_MODES[STRUCTURED_MODES.index(mode) + 1])
+        return True
+
+    def start_at(self, mode: str) -> None:
+        """Begin with this structured-output shape (or a lower one already chosen), e.g. as remembered
+        from an earlier run whose server refused the better shapes."""
+        if mode in STRUCTURED_MODES:
+            self._mode = max(self._mode, STRUCTURED_MODES.index(mode))
 
     def _refuses(self, status: int, message: str, mode: str) -> bool:
         if status in _REFUSAL_STATUSES:
