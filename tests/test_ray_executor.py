@@ -82,6 +82,27 @@ def test_calls_made_on_ray_workers_replay_from_the_drivers_cache(tmp_path, fake_
     assert again.model_calls == 0 and fake_openai.calls == calls
     assert _records(copy) == _records(first.run_dir)
 
+    # Ray workers read the same cache (they see the run folder): no call either.
+    with sqlite3.connect(copy / "run.db") as con:
+        con.execute("DELETE FROM judgments")
+        con.execute("DELETE FROM responses")
+    on_ray = run(_config(tmp_path, fake_openai, "replay", executor="ray"))
+    assert on_ray.model_calls == 0 and fake_openai.calls == calls and on_ray.cache_hits > 0
+    assert _records(copy) == _records(first.run_dir)
+
+
+def test_a_judge_only_ray_run_opens_no_target_model(tmp_path, fake_openai, local_ray):
+    """The default target is the embedded model: a judge-only run must not start it on the workers."""
+    fake_openai.default = respond(judge_answer)
+    answered = tmp_path / "answered.jsonl"
+    answered.write_text("".join(json.dumps({"id": f"a{i}", "text": "I feel flat.", "response": "I'm here."}) + "\n"
+                                for i in range(4)))  # fmt: skip
+    config = RunConfig(suite=f"jsonl:{answered}", judges=[f"vllm/judge@{fake_openai.base_url}"],
+                       protocols=["psycrisis"], executor="ray", out=str(tmp_path / "judged"))  # fmt: skip
+    assert config.models == ["local/smollm2"]
+    result = run(config, stages=("judge",))
+    assert result.counts["judgments"] == 4 and result.model_calls == 4
+
 
 def test_what_the_ray_executor_cannot_do_is_refused_before_anything_is_written(tmp_path, fake_openai):
     batch = _config(tmp_path, fake_openai, "x", executor="ray", batch=True)

@@ -55,14 +55,15 @@ class CallCache(Protocol):
 
 
 class CallRecorder:
-    """A cache that finds nothing and keeps what is put, for a process that may not write the store
-    (a Ray worker): the driver writes the recorded calls into the store's cache."""
+    """A cache for a process that may not write the store (a Ray worker): it reads answers from the
+    run's store when this machine can see it (`reader`), and keeps what is put for the driver to write."""
 
-    def __init__(self) -> None:
+    def __init__(self, reader: CallCache | None = None) -> None:
+        self.reader = reader
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def cache_get(self, key: str) -> dict[str, Any] | None:
-        return None
+        return self.reader.cache_get(key) if self.reader is not None else None
 
     def cache_put(self, key: str, value: dict[str, Any]) -> None:
         self.calls.append((key, value))

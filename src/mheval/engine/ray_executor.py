@@ -4,9 +4,10 @@ Each worker is a Ray actor with one CPU that opens its own models and judges fro
 and does the units it is sent with the local asyncio machinery (engine/units.py), at its share of the
 run's concurrency and tokens-per-minute budget. It returns the finished records and the calls it made
 (cache key and answer); the driver, the only process that writes the store, stores both, so a later
-run, local or on Ray, replays those calls from the cache. Units go out in chunks, two chunks in flight
-per worker, and each chunk is stored as soon as it comes back: a killed driver loses at most the
-chunks on the wire, which the same command does again.
+run replays those calls from the cache: a local run, or a Ray run whose workers can read the run
+folder (same machine or a shared file system; otherwise Ray workers call again). Units go out in
+chunks, two chunks in flight per worker, and each chunk is stored as soon as it comes back: a killed
+driver loses at most the chunks on the wire, which the same command does again.
 
 Models must be reachable from the workers: embedded `local/...` models need a URL here. mheval must be
 installed on every node (`pip install 'mheval[ray]'`). Without an address, a local Ray instance with
@@ -40,35 +41,41 @@ def require_ray() -> Any:
 
 
 class RayWorker:
-    """One worker's workbench (made on its first chunk) and the calls it made since the last chunk."""
+    """One worker's workbench (made on its first chunk) and the calls it made since the last chunk.
 
-    def __init__(self, config_json: str, workers: int) -> None:
+    `wanted` are the models the driver opened (targets only when generation runs); `run_dir` is read,
+    never written, for answers already in the cache when this node can see it."""
+
+    def __init__(self, config_json: str, workers: int, wanted: list[str], run_dir: str) -> None:
         self.config = RunConfig.model_validate_json(config_json)
         self.workers = workers
+        self.wanted = wanted
         self.concurrency = max(1, math.ceil(self.config.concurrency / workers))
-        self.recorder = CallRecorder()
+        self.reader = Store.open_readonly(run_dir)
+        self.recorder = CallRecorder(self.reader)
         self.bench: Workbench | None = None
         self.stack = contextlib.AsyncExitStack()
 
     async def _workbench(self) -> Workbench:
         if self.bench is None:
             from mheval.engine.runner import apply_run_settings
-            from mheval.judges import build_judge, judge_model_specs
+            from mheval.judges import build_judge
             from mheval.models import open_models
             from mheval.protocols import load_protocol
 
             config = self.config
             apply_run_settings(config, tpm_share=self.workers)
-            wanted = list(dict.fromkeys([*config.models, *judge_model_specs(config.judges)]))
-            opened = open_models(wanted, concurrency=self.concurrency, timeout_s=config.timeout_s)
+            opened = open_models(self.wanted, concurrency=self.concurrency, timeout_s=config.timeout_s)
             raw = await self.stack.enter_async_context(opened)
-            models = {name: CachedModel(m, self.recorder) for name, m in zip(wanted, raw, strict=True)}
+            models = {name: CachedModel(m, self.recorder) for name, m in zip(self.wanted, raw, strict=True)}
             judges = {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
             protocols = {pid: load_protocol(pid) for pid in config.protocols}
             self.bench = Workbench(config, models, judges, protocols)
         return self.bench
 
-    async def perform(self, units: list[Unit]) -> tuple[list[Result], list[tuple[str, dict[str, Any]]]]:
+    async def perform(self, units: list[Unit]) -> tuple[list[Result], list[tuple[str, dict[str, Any]]], int, int]:
+        """(records, calls to record, and this worker's totals so far of calls made (failed ones too)
+        and of answers from the cache) for `units`. Totals, not per chunk: chunks overlap in time."""
         bench = await self._workbench()
         results: list[Result | None] = [None] * len(units)
 
@@ -76,19 +83,24 @@ class RayWorker:
             results[index] = await perform(units[index], bench)
 
         await pool(list(range(len(units))), one, self.concurrency)
-        return [r for r in results if r is not None], self.recorder.take()
+        models = [m for m in bench.models.values() if isinstance(m, CachedModel)]
+        misses, hits = sum(m.misses for m in models), sum(m.hits for m in models)
+        return [r for r in results if r is not None], self.recorder.take(), misses, hits
 
     async def close(self) -> None:
         await self.stack.aclose()
+        if self.reader is not None:
+            self.reader.close()
 
 
 class RayExecutor:
     """The executor interface (engine/executors.py) over Ray actors; an async context manager."""
 
-    def __init__(self, config: RunConfig, store: Store) -> None:
+    def __init__(self, config: RunConfig, store: Store, wanted: list[str]) -> None:
         self.config = config
         self.store = store
-        self.model_calls = 0
+        self.wanted = wanted
+        self._totals: dict[int, tuple[int, int]] = {}  # per worker: (calls made, cache answers) so far
         self._ray: Any = None
         self._started = False
         self._actors: list[Any] = []
@@ -102,7 +114,8 @@ class RayExecutor:
         workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         actor = ray.remote(num_cpus=1)(RayWorker)
         config_json = self.config.model_dump_json()
-        self._actors = [actor.remote(config_json, workers) for _ in range(workers)]
+        run_dir = str(self.store.path.parent.resolve())
+        self._actors = [actor.remote(config_json, workers, self.wanted, run_dir) for _ in range(workers)]
         return self
 
     async def __aexit__(
@@ -125,17 +138,26 @@ class RayExecutor:
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
         chunks.reverse()  # popped from the end: in order
 
-        async def feed(actor: Any) -> None:
+        async def feed(index: int) -> None:
             while chunks:
                 chunk = chunks.pop()
-                results, calls = await actor.perform.remote(chunk)
+                results, calls, misses, hits = await self._actors[index].perform.remote(chunk)
                 for key, value in calls:
                     self.store.cache_put(key, value)
-                self.model_calls += len(calls)
+                seen = self._totals.get(index, (0, 0))
+                self._totals[index] = (max(seen[0], misses), max(seen[1], hits))
                 for record in results:
                     on_result(record)
 
-        await asyncio.gather(*(feed(a) for a in self._actors for _ in range(CHUNKS_IN_FLIGHT)))
+        await asyncio.gather(*(feed(i) for i in range(len(self._actors)) for _ in range(CHUNKS_IN_FLIGHT)))
+
+    @property
+    def model_calls(self) -> int:
+        return sum(calls for calls, _ in self._totals.values())
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(hits for _, hits in self._totals.values())
 
 
 __all__ = ["RayExecutor", "RayWorker", "require_ray"]

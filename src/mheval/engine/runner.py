@@ -214,7 +214,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             if config.executor == "ray":
                 from mheval.engine.ray_executor import RayExecutor
 
-                executor = await stack.enter_async_context(RayExecutor(config, store))
+                executor = await stack.enter_async_context(RayExecutor(config, store, wanted))
             names, cases = list(judges), plan.suite.cases
             if "triage" in plan.stages and plan.case_protocols:
                 await _triage(plan, store, executor, names, cases, progress)
@@ -225,7 +225,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             if config.panel:
                 _panels(plan, store, names)
             calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
-            hits = sum(m.hits for m in models.values())
+            hits = sum(m.hits for m in models.values()) + getattr(executor, "cache_hits", 0)
         return RunResult(
             run_dir=run_dir,
             counts={t: store.count(t) for t in ("cases", "responses", "judgments")},

@@ -78,13 +78,17 @@ class Store:
 
     FILENAME = "run.db"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.executescript(_SCHEMA)
+        if readonly:  # another process's reader (a Ray worker): it never takes a write lock
+            self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+            self._db.execute("PRAGMA busy_timeout=10000")
+        else:
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=10000")
+            self._db.executescript(_SCHEMA)
         # Group commit (see the module docstring); off unless inside `deferred()`.
         self._defer = 0
         self._max_pending = 256
@@ -106,6 +110,15 @@ class Store:
 
             raise InputError(f"not a run folder (no {cls.FILENAME})", path=run_dir)
         return cls(path)
+
+    @classmethod
+    def open_readonly(cls, run_dir: str | Path) -> Store | None:
+        """The run's store for reading only, or None when this machine cannot see it."""
+        path = Path(run_dir) / cls.FILENAME
+        try:
+            return cls(path, readonly=True) if path.is_file() else None
+        except sqlite3.Error:
+            return None
 
     def close(self) -> None:
         self.flush()
