@@ -40,7 +40,8 @@ and the refusals, and restores the default reply.
 The Batch API (`POST /v1/files`, `POST /v1/batches`, `GET /v1/batches/{id}`, `GET /v1/files/{id}/content`):
 each line of a batch is answered by the next scripted behaviour, as a chat call would be (delays and
 dropped connections do not apply), when the batch is first polled after `server.batch_hold` is False.
-`server.batch_outcome` ("completed", "failed", "expired") says how the job ends; `server.batches` lists
+`server.batch_outcome` ("completed", "failed", "expired") says how the job ends; `batch_create_drops = n`
+makes the next n creations drop the connection after making the job; `server.batches` lists
 every created batch as a dict (id, status, requests, polls); chat calls made inside a batch do not count
 in `server.calls`. 200 answers go to the output file, the others to the error file.
 """
@@ -136,6 +137,7 @@ class FakeOpenAI:
         self.batches: list[dict[str, Any]] = []
         self.batch_hold = False
         self.batch_outcome = "completed"
+        self.batch_create_drops = 0  # creations that make the job but drop the connection before answering
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -170,6 +172,7 @@ class FakeOpenAI:
             self.batches = []
             self.batch_hold = False
             self.batch_outcome = "completed"
+            self.batch_create_drops = 0
 
     @property
     def base_url(self) -> str:
@@ -221,6 +224,7 @@ class FakeOpenAI:
         app.router.add_get("/v1/files/{id}/content", self._file_content)
         app.router.add_post("/v1/batches", self._create_batch)
         app.router.add_get("/v1/batches/{id}", self._get_batch)
+        app.router.add_get("/v1/batches", self._list_batches)
         # handler_cancellation: a client that gives up (timeout) also ends our sleeping handler.
         self._runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -345,7 +349,18 @@ class FakeOpenAI:
                      "input_file_id": body["input_file_id"], "requests": len(content.splitlines()), "polls": 0,
                      "output_file_id": None, "error_file_id": None}  # fmt: skip
             self.batches.append(batch)
-            return web.json_response({k: v for k, v in batch.items() if k != "polls"})
+            drop = self.batch_create_drops > 0
+            self.batch_create_drops -= drop
+        if drop:  # the job exists, but the client never hears of it
+            assert request.transport is not None
+            request.transport.close()
+            raise asyncio.CancelledError
+        return web.json_response({k: v for k, v in batch.items() if k != "polls"})
+
+    async def _list_batches(self, request: web.Request) -> web.Response:
+        with self._lock:
+            data = [{k: v for k, v in b.items() if k != "polls"} for b in reversed(self.batches)]
+        return web.json_response({"object": "list", "data": data[: int(request.query.get("limit", "20"))]})
 
     async def _get_batch(self, request: web.Request) -> web.Response:
         with self._lock:

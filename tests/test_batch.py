@@ -198,3 +198,14 @@ def test_an_upload_that_breaks_fails_the_calls_instead_of_hanging(tmp_path, fake
     run(config, stages=("judge",))  # returns: every caller heard of the failure
     with Store.open_existing(tmp_path / "run") as store:
         assert all("batch_submit" in (j.reason or "") for j in store.judgments())
+
+
+def test_a_creation_whose_answer_is_lost_finds_its_job_instead_of_starting_a_second(tmp_path, fake_openai):
+    fake_openai.default = respond(judge_answer)
+    fake_openai.batch_create_drops = 1
+    config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 3, answered=True), protocols=["psycrisis"])
+    run(config, stages=("judge",))
+    assert len(fake_openai.batches) == 1, "the lost answer is not followed by a second, billed job"
+    with Store.open_existing(tmp_path / "run") as store:
+        assert [b["id"] for b in store.batches()] == ["batch-1"]
+        assert all(j.status == "ok" for j in store.judgments())

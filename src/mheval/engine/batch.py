@@ -128,15 +128,7 @@ class BatchModel:
             lines = "".join(line for line, _, _ in waiting.values())
             upload = ("batch", lines.encode(), "mheval-batch.jsonl")
             uploaded = _json(await self.inner.api("POST", "/files", upload=upload), "file upload")
-            created = _json(
-                await self.inner.api(
-                    "POST",
-                    "/batches",
-                    json_body={"input_file_id": uploaded["id"], "endpoint": CHAT_PATH, "completion_window": "24h"},
-                ),
-                "batch creation",
-            )
-            batch_id = str(created["id"])
+            batch_id = await self._create(str(uploaded["id"]))
             self.store.put_batch(batch_id, self.name, self.endpoint, list(waiting))
         except Exception as exc:  # every caller must hear of it, whatever went wrong
             error = exc if isinstance(exc, ModelError) else ModelError("batch_submit", f"{type(exc).__name__}: {exc}")
@@ -150,6 +142,22 @@ class BatchModel:
             for future in futures:
                 if not future.done():
                     future.set_result(batch_id)
+
+    async def _create(self, file_id: str) -> str:
+        """Create the job for an uploaded file, once: a creation whose answer was lost is not sent again
+        (that could start and bill a second job) but looked up among the server's recent jobs."""
+        body = {"input_file_id": file_id, "endpoint": CHAT_PATH, "completion_window": "24h"}
+        try:
+            created = await self.inner.api("POST", "/batches", json_body=body, retry=False)
+            return str(_json(created, "batch creation")["id"])
+        except ModelError as exc:
+            if not exc.kind.startswith(("timeout", "connection", "http_5")):
+                raise  # the server said no: no job was made
+            listed = _json(await self.inner.api("GET", "/batches?limit=100"), "batch list").get("data") or []
+            for job in listed:
+                if isinstance(job, dict) and job.get("input_file_id") == file_id:
+                    return str(job["id"])
+            raise
 
     # -- waiting for a job ----------------------------------------------------------------------
     def _job(self, batch_id: str) -> asyncio.Task[tuple[str, dict[str, dict[str, Any]]]]:

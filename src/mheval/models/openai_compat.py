@@ -191,11 +191,18 @@ class OpenAICompatModel:
         return ({**body, "response_format": fmt} if fmt else body), mode
 
     async def api(
-        self, method: str, path: str, *, json_body: Any = None, upload: tuple[str, bytes, str] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        upload: tuple[str, bytes, str] | None = None,
+        retry: bool = True,
     ) -> bytes:
-        """Another endpoint of the same server (files, batches), under the same retry policy and the same
-        handling of keys in errors; returns the 200 body. `upload` is (purpose, file bytes, file name),
-        sent as a multipart form. Not counted against the chat limiter."""
+        """Another endpoint of the same server (files, batches), under the same retry policy (unless
+        `retry` is False: a request that must not happen twice) and the same handling of keys in errors;
+        returns the 200 body. `upload` is (purpose, file bytes, file name), sent as a multipart form.
+        Not counted against the chat limiter."""
 
         async def once() -> bytes:
             session, _ = self._open()
@@ -219,6 +226,11 @@ class OpenAICompatModel:
                 self._fail(status, raw, retry_after, "none", key)
             return raw
 
+        if not retry:
+            try:
+                return await once()
+            except TransientError as exc:
+                raise ModelError(exc.kind, str(exc)) from None
         return await run_with_retry(once, self.retry)
 
     def _key(self) -> str | None:
