@@ -26,7 +26,7 @@ from typing import Any
 from mheval.engine.cache import call_key
 from mheval.engine.store import Store
 from mheval.models.base import Completion, Message, ModelError
-from mheval.models.openai_compat import OpenAICompatModel
+from mheval.models.openai_compat import OpenAICompatModel, error_message
 
 BATCH_PRICE_FACTOR = 0.5  # the Batch API bills half the synchronous price
 MAX_BATCH_REQUESTS = 50_000  # OpenAI's limits on one batch: requests, and bytes of its input file
@@ -54,7 +54,6 @@ class BatchModel:
         self.poll_s = poll_s
         self.linger_s = linger_s
         self.max_requests = max_requests
-        self.submitted: list[str] = []  # ids of the batches this object created
         # The structured-output shape an earlier run's job found refused stays refused.
         self._shape_key = f"batch_structured_mode:{self.name}"
         inner.start_at(store.get_meta(self._shape_key, "json_schema"))
@@ -137,7 +136,6 @@ class BatchModel:
                     if not future.done():
                         future.set_exception(error)
             return
-        self.submitted.append(batch_id)
         for _, _, futures in waiting.values():
             for future in futures:
                 if not future.done():
@@ -197,12 +195,10 @@ class BatchModel:
         if line is None:
             raise ModelError(f"batch_{status}", f"batch {batch_id} ended {status} without an answer for this call")
         if code is None:
-            error = (line.get("error") or {}).get("message") or "no response"
-            raise ModelError("batch_error", f"batch {batch_id}: {error}")
+            raise ModelError("batch_error", f"batch {batch_id}: {error_message(line) or 'no response'}")
         if code != 200:
             body = response.get("body")
-            error = body.get("error") if isinstance(body, dict) else None
-            message = str(error.get("message") or "") if isinstance(error, dict) else ""
+            message = error_message(body if isinstance(body, dict | str) else None)
             if self.inner.note_refusal(int(code), message, mode):
                 self.store.set_meta(self._shape_key, self.inner.structured_mode)
                 message = f"the server refused response_format {mode}; the next run asks for the next shape"

@@ -218,10 +218,8 @@ class OpenAICompatModel:
                 async with session.request(method, url, json=json_body, data=form, headers=headers) as resp:
                     status, raw = resp.status, await resp.read()
                     retry_after = resp.headers.get("Retry-After")
-            except TimeoutError:
-                raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
-            except aiohttp.ClientError as exc:
-                raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key)) from None
+            except (TimeoutError, aiohttp.ClientError) as exc:
+                raise self._transport_error(exc, key) from None
             if status != 200:
                 self._fail(status, raw, retry_after, "none", key)
             return raw
@@ -291,17 +289,12 @@ class OpenAICompatModel:
                         status = resp.status
                         raw = await resp.read()
                         retry_after = resp.headers.get("Retry-After") if status != 200 else None
-                except TimeoutError:
+                except TimeoutError as exc:
                     limiter.on_overload(slot)
                     settled = True  # the server may have spent the tokens: keep them charged
-                    raise TransientError("timeout", f"no answer within {self.timeout_s:g} s") from None
-                except aiohttp.ClientConnectionError as exc:
-                    detail = _scrub(f"{type(exc).__name__}: {exc}", key)
-                    raise TransientError("connection", detail) from None
-                except aiohttp.ClientPayloadError as exc:
-                    raise TransientError("connection", _scrub(f"incomplete body: {exc}", key)) from None
-                except aiohttp.ClientError as exc:  # e.g. an answer that is not valid HTTP
-                    raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key)) from None
+                    raise self._transport_error(exc, key) from None
+                except aiohttp.ClientError as exc:
+                    raise self._transport_error(exc, key) from None
                 latency = time.perf_counter() - started
             # Let the callers we just handed slots to send their requests before we parse, judge and
             # store this answer: a wave of answers then costs the server no idle time. One pass of the
@@ -325,6 +318,15 @@ class OpenAICompatModel:
         finally:
             if bucket is not None and not settled:
                 bucket.adjust(taken)  # refused, failed or cancelled: no tokens were spent
+
+    def _transport_error(self, exc: BaseException, key: str | None) -> TransientError:
+        """A request that got no usable HTTP answer (timeout, dropped or refused connection, cut or invalid
+        answer): worth another try, described without the key."""
+        if isinstance(exc, TimeoutError):
+            return TransientError("timeout", f"no answer within {self.timeout_s:g} s")
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            return TransientError("connection", _scrub(f"incomplete body: {exc}", key))
+        return TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", key))
 
     def _fail(self, status: int, raw: bytes, retry_after: str | None, mode: str, key: str | None) -> None:
         message = _server_message(raw, key)
@@ -425,16 +427,23 @@ def _server_message(raw: bytes, key: str | None) -> str:
         data = json.loads(text)
     except ValueError:
         data = None
-    if isinstance(data, dict):
-        err = data.get("error", data)
+    return error_message(data if isinstance(data, dict) else text) or "(empty body)"
+
+
+def error_message(body: dict[str, Any] | str | None) -> str:
+    """A short human message from a decoded error body (its error.message, or detail), or from its
+    text; "" when there is none."""
+    text = body if isinstance(body, str) else ""
+    if isinstance(body, dict):
+        err = body.get("error", body)
         if isinstance(err, dict):
             text = str(err.get("message") or err.get("detail") or err)
         elif err:
             text = str(err)
-        elif data.get("detail"):
-            text = str(data["detail"])
+        elif body.get("detail"):
+            text = str(body["detail"])
     text = " ".join(text.split())
-    return text[:_MAX_MESSAGE] + ("..." if len(text) > _MAX_MESSAGE else "") if text else "(empty body)"
+    return text[:_MAX_MESSAGE] + ("..." if len(text) > _MAX_MESSAGE else "")
 
 
 def _count(value: Any) -> int:
