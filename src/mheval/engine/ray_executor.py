@@ -59,7 +59,7 @@ class RayWorker:
     async def _workbench(self) -> Workbench:
         if self.bench is None:
             from mheval.engine.runner import apply_run_settings
-            from mheval.judges import build_judge
+            from mheval.judges import build_judges
             from mheval.models import open_models
             from mheval.protocols import load_protocol
 
@@ -68,7 +68,7 @@ class RayWorker:
             opened = open_models(self.wanted, concurrency=self.concurrency, timeout_s=config.timeout_s)
             raw = await self.stack.enter_async_context(opened)
             models = {name: CachedModel(m, self.recorder) for name, m in zip(self.wanted, raw, strict=True)}
-            judges = {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
+            judges = build_judges(models, config)
             protocols = {pid: load_protocol(pid) for pid in config.protocols}
             self.bench = Workbench(config, models, judges, protocols)
         return self.bench

@@ -33,7 +33,7 @@ from mheval.engine.limits import set_tpm_limits
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
-from mheval.judges import OFFLINE, build_judge, is_finetuned_folder, is_model_file, judge_model_specs
+from mheval.judges import OFFLINE, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel
@@ -208,7 +208,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             if config.batch:
                 raw_models = [_batched(m, store, config) for m in raw_models]
             models = {name: CachedModel(m, store) for name, m in zip(wanted, raw_models, strict=True)}
-            judges = {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
+            judges = build_judges(models, config)
             bench = Workbench(config, models, judges, {p.id: p for p in plan.protocols})
             executor: Executor = LocalExecutor(bench, _width(config))
             if config.executor == "ray":

@@ -28,6 +28,11 @@ def judge_model_specs(judges: list[str]) -> list[str]:
     return [j for j in judges if j != OFFLINE and not is_model_file(j) and not is_finetuned_folder(j)]
 
 
+def build_judges(models: Mapping[str, ChatModel], config: RunConfig) -> dict[str, Judge]:
+    """The run's judges, keyed by their names (what units and stored judgments call them)."""
+    return {j.name: j for j in (build_judge(spec, models, config) for spec in config.judges)}
+
+
 def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
     if name == OFFLINE:
         from mheval.judges.offline import OfflineJudge

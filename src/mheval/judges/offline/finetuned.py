@@ -28,6 +28,7 @@ import numpy as np
 from mheval.errors import InputError
 from mheval.judges.offline import embed
 from mheval.judges.offline.features import Item
+from mheval.judges.offline.trained import unit_ids
 from mheval.records import Case, Judgment, Response
 
 if TYPE_CHECKING:
@@ -196,14 +197,9 @@ class FinetunedJudge:
 
         One unit per forward pass (no padding), so a verdict does not depend on what it was batched with.
         """
-        protocol_id = str(getattr(protocol, "id", ""))
-        ids: dict[str, Any] = {"case_id": case.id, "protocol": protocol_id, "judge": self.name, "repeat": repeat}
-        if self.needs_response and response is not None:
-            ids |= {"model": response.model, "sample": response.sample}
-        if protocol_id != self.protocol:
-            return Judgment.unscored("unsupported", f"this model judges {self.protocol!r}, not {protocol_id!r}", **ids)
-        if self.needs_response and (response is None or response.text is None):
-            return Judgment.unscored("no_response", "the model produced no reply to judge", **ids)
+        ids, refused = unit_ids(self, protocol, case, response, repeat)
+        if refused is not None:
+            return refused
         item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
         proba = self.predict_proba([item])[0]
         best = int(proba.argmax())

@@ -149,14 +149,9 @@ class TrainedJudge:
         crisis_label: str | None = None,
     ) -> Judgment:
         """Never raises for what it is given: an impossible unit comes back unscored with its reason."""
-        protocol_id = str(getattr(protocol, "id", ""))
-        ids: dict[str, Any] = {"case_id": case.id, "protocol": protocol_id, "judge": self.name, "repeat": repeat}
-        if self.needs_response and response is not None:
-            ids |= {"model": response.model, "sample": response.sample}
-        if protocol_id != self.protocol:
-            return Judgment.unscored("unsupported", f"this model judges {self.protocol!r}, not {protocol_id!r}", **ids)
-        if self.needs_response and (response is None or response.text is None):
-            return Judgment.unscored("no_response", "the model produced no reply to judge", **ids)
+        ids, refused = unit_ids(self, protocol, case, response, repeat)
+        if refused is not None:
+            return refused
         item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
         x = await afeaturize(self.blocks, [item])
         return self.judgment_from(x, ids)
@@ -206,6 +201,23 @@ class TrainedJudge:
                     np.lib.format.write_array(handle, array, allow_pickle=False)
         tmp.replace(path)
         return path
+
+
+def unit_ids(
+    judge: Any, protocol: Any, case: Case, response: Response | None, repeat: int
+) -> tuple[dict[str, Any], Judgment | None]:
+    """The identifying fields of a judgment by a judge file or folder (`judge` has name, protocol and
+    needs_response), and the unscored judgment to return instead when it cannot judge this unit."""
+    protocol_id = str(getattr(protocol, "id", ""))
+    ids: dict[str, Any] = {"case_id": case.id, "protocol": protocol_id, "judge": judge.name, "repeat": repeat}
+    if judge.needs_response and response is not None:
+        ids |= {"model": response.model, "sample": response.sample}
+    if protocol_id != judge.protocol:
+        reason = f"this model judges {judge.protocol!r}, not {protocol_id!r}"
+        return ids, Judgment.unscored("unsupported", reason, **ids)
+    if judge.needs_response and (response is None or response.text is None):
+        return ids, Judgment.unscored("no_response", "the model produced no reply to judge", **ids)
+    return ids, None
 
 
 def load_trained_judge(path: str | Path, *, name: str | None = None) -> TrainedJudge:
