@@ -40,6 +40,11 @@ def require_ray() -> Any:
     return ray
 
 
+def _share(concurrency: int, workers: int) -> int:
+    """Each worker's part of the run's concurrency."""
+    return max(1, math.ceil(concurrency / workers))
+
+
 class RayWorker:
     """One worker's workbench (made on its first chunk) and the calls it made since the last chunk.
 
@@ -50,7 +55,7 @@ class RayWorker:
         self.config = RunConfig.model_validate_json(config_json)
         self.workers = workers
         self.wanted = wanted
-        self.concurrency = max(1, math.ceil(self.config.concurrency / workers))
+        self.concurrency = _share(self.config.concurrency, workers)
         self.reader = Store.open_readonly(run_dir)
         self.recorder = CallRecorder(self.reader)
         self.bench: Workbench | None = None
@@ -133,8 +138,8 @@ class RayExecutor:
     async def run(self, units: list[Unit], on_result: Callable[[Result], None]) -> None:
         if not units:
             return
-        per_worker = max(1, math.ceil(self.config.concurrency / len(self._actors)))
-        size = per_worker * 2  # a chunk keeps a worker's calls in flight while the next one travels
+        # A chunk keeps a worker's calls in flight while the next one travels.
+        size = _share(self.config.concurrency, len(self._actors)) * 2
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
         chunks.reverse()  # popped from the end: in order
 
