@@ -39,6 +39,9 @@ class RunConfig(BaseModel):
     temperature: float = Field(0.7, ge=0.0, le=2.0)
     max_tokens: int = Field(384, ge=1)
     system_prompt: str | None = None
+    # A reply longer than this many characters is stored cut to it, with `truncated: true` (a server that
+    # ignores max_tokens must not fill memory, the store or the report).
+    max_reply_chars: int = Field(65536, ge=1024)
     # Judge parameters.
     judge_temperature: float = Field(0.0, ge=0.0, le=2.0)
     judge_max_tokens: int = Field(1024, ge=1)
@@ -46,6 +49,10 @@ class RunConfig(BaseModel):
     few_shot: bool = False
     # What an LLM judge's positive claim without a verified quote from the response costs (judges/grounding.py).
     grounding: Literal["strict", "flag", "off"] = "flag"
+    # Judgments flagged `injection_suspected` (the reply holds text addressed to the judge): "flag" keeps
+    # them in the aggregates and every headline shows their share and the mean without them; "exclude"
+    # leaves them out of every aggregate.
+    on_injection: Literal["flag", "exclude"] = "flag"
     # Panel verdicts over the run's judges, written as judge "panel:<method>" after each judging stage.
     panel: list[Literal["majority", "mean", "median"]] = Field(default_factory=list)
     # Skip units where the judge is of the same family as the judged model (self-preference).

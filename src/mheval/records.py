@@ -108,6 +108,8 @@ class Response(_Record):
     latency_s: float = 0.0
     error: str | None = None
     cached: bool = False
+    # The reply was longer than the run's max_reply_chars and `text` holds only its beginning.
+    truncated: bool = False
 
 
 class Judgment(_Record):
