@@ -47,7 +47,7 @@ def test_finished_units_exclude_provider_errors(tmp_path):
         assert done == {"a", "b"}
         store.put_response(Response(case_id="a", model="m", text="hi"))
         store.put_response(Response(case_id="b", model="m", error="timeout: gave up"))
-        assert store.finished_responses() == {("a", "m", 0)}
+        assert set(store.finished_responses()) == {("a", "m", 0)}
 
 
 def test_store_survives_reopen_and_cache_roundtrip(tmp_path):

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mheval.errors import InputError
+from mheval.models.spec import URL_CREDENTIALS
 from mheval.yamlio import load_yaml
 
 DEFAULT_SUITE = "crisis-core"
@@ -82,6 +83,8 @@ class RunConfig(BaseModel):
             raise ValueError("needs at least one entry")
         seen: list[str] = []
         for item in value:
+            if URL_CREDENTIALS.search(item):  # never into config.yaml (models/spec.py says more)
+                raise ValueError("a model spec holds credentials in its URL; put the key in an environment variable")
             if item not in seen:
                 seen.append(item)
         return seen

@@ -20,17 +20,30 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from mheval.config import STAGES, RunConfig
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
 from mheval.engine.executors import Executor, LocalExecutor
+from mheval.engine.identity import (
+    Inputs,
+    case_for_generation,
+    case_for_judging,
+    changed_components,
+    digest,
+    generation_inputs,
+    given_response_inputs,
+    judge_digest,
+    judging_inputs,
+)
 from mheval.engine.limits import set_tpm_limits
-from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store
+from mheval.engine.runfolder import check_folder, check_identity, claim, suite_identity
+from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store, judgment_key
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
@@ -85,6 +98,10 @@ class RunResult:
     model_calls: int = 0
     cache_hits: int = 0
     seconds: float = 0.0
+    # Units done again because what decided them changed, by component (engine/identity.py).
+    redone: dict[str, int] = field(default_factory=dict)
+    # Responses and judgments that failed at the provider and are retried by running again.
+    provider_errors: int = 0
 
 
 def plan_run(
@@ -190,15 +207,19 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
     progress = progress or _Silent()
     run_dir = config.run_dir()
     started = time.perf_counter()
+    check_folder(run_dir)
     apply_run_settings(config)
-    store = Store.open(run_dir)
-    try:
+    with claim(run_dir), Store.open(run_dir) as store:
+        identity = suite_identity(config.suite, [c.id for c in plan.suite.cases])
+        check_identity(store.get_meta("identity"), identity, run_dir)  # before anything is written
         _write_config(run_dir, config)
         store.set_meta("config", config.model_dump())
+        store.set_meta("identity", _grown(store.get_meta("identity"), identity))
         store.put_cases(plan.suite.cases)
+        redone = Redone()
+        redone.add(_retire_stale(store, plan.suite.cases))
         if plan.suite.responses:
-            have = store.finished_responses()
-            store.put_responses(r for r in plan.suite.responses if (r.case_id, r.model, r.sample) not in have)
+            _put_given_responses(store, plan.suite, redone)
 
         targets = config.models if "generate" in plan.stages else []
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
@@ -216,12 +237,13 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
 
                 executor = await stack.enter_async_context(RayExecutor(config, store, wanted))
             names, cases = list(judges), plan.suite.cases
+            digests = {name: judge_digest(name, config) for name in names}
             if "triage" in plan.stages and plan.case_protocols:
-                await _triage(plan, store, executor, names, cases, progress)
+                await _triage(plan, store, executor, digests, cases, progress, redone)
             if "generate" in plan.stages:
-                await _generate(plan, store, executor, models, cases, progress)
+                await _generate(plan, store, executor, models, cases, progress, redone)
             if "judge" in plan.stages and plan.response_protocols:
-                await _judge(plan, store, executor, names, cases, progress)
+                await _judge(plan, store, executor, digests, cases, progress, redone)
             if config.panel:
                 _panels(plan, store, names)
             calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
@@ -232,9 +254,81 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             model_calls=calls,
             cache_hits=hits,
             seconds=time.perf_counter() - started,
+            redone=dict(redone.counts),
+            provider_errors=store.provider_errors(),
         )
-    finally:
-        store.close()
+
+
+def _grown(stored: dict[str, Any] | None, current: dict[str, Any]) -> dict[str, Any]:
+    """The folder's identity after this run: its cases are those it had and those added now."""
+    if not stored:
+        return current
+    return {**current, "cases": sorted(set(stored["cases"]) | set(current["cases"]))}
+
+
+class Redone:
+    """Units done again because their inputs changed, counted by the component that changed."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def add(self, changes: Iterable[list[str]]) -> None:
+        for components in changes:
+            self.counts.update(components)
+
+    def needed(self, stored: Mapping[Any, Inputs | None], key: Any, inputs: Inputs) -> bool:
+        """Whether a unit must be done: not stored as finished, or stored from other inputs."""
+        if key not in stored:
+            return True
+        if stored[key] == inputs:
+            return False
+        self.counts.update(changed_components(stored[key], inputs))
+        return True
+
+
+def _retire_stale(store: Store, cases: list[Case]) -> list[list[str]]:
+    """Take out of the current results every stored unit that no longer matches the case it belongs to
+    (the case was edited) or the reply it judged (the reply was made again), whichever stage runs now:
+    a result is never shown for inputs it was not made from."""
+    by_id = {c.id: c for c in cases}
+    gen = {cid: case_for_generation(c) for cid, c in by_id.items()}
+    judged = {cid: case_for_judging(c) for cid, c in by_id.items()}
+    stale_responses = []
+    for key, inputs in store.response_inputs().items():
+        if inputs and key[0] in gen and inputs.get("case") != gen[key[0]]:
+            stale_responses.append(key)
+    replies = {(r.case_id, r.model, r.sample): r.text or "" for r in store.responses()}
+    stale_judgments, changes = [], [["case"]] * len(stale_responses)
+    for key, inputs in store.judgment_inputs().items():
+        if not inputs or key[0] not in judged:
+            continue
+        why = []
+        if inputs.get("case") != judged[key[0]]:
+            why.append("case")
+        reply_key = (key[0], key[1], key[2])
+        if "reply" in inputs and (
+            reply_key in stale_responses or reply_key not in replies or inputs["reply"] != digest(replies[reply_key])
+        ):
+            why.append("reply")
+        if why:
+            stale_judgments.append(key)
+            changes.append(why)
+    if stale_responses or stale_judgments:
+        store.supersede(stale_responses, stale_judgments)
+    return changes
+
+
+def _put_given_responses(store: Store, suite: Suite, redone: Redone) -> None:
+    """Replies that came with the suite (or `--responses`): stored once, and again when their text changed."""
+    by_id = {c.id: c for c in suite.cases}
+    have = store.finished_responses()
+    fresh, inputs = [], []
+    for r in suite.responses:
+        given = given_response_inputs(by_id[r.case_id], r)
+        if redone.needed(have, (r.case_id, r.model, r.sample), given):
+            fresh.append(r)
+            inputs.append(given)
+    store.put_responses(fresh, inputs)
 
 
 def apply_run_settings(config: RunConfig, tpm_share: int = 1) -> None:
@@ -288,67 +382,76 @@ async def _group_commit(store: Store, every_s: float = GROUP_COMMIT_S) -> AsyncI
 
 
 async def _triage(
-    plan: RunPlan, store: Store, executor: Executor, judges: list[str], cases: list[Case], progress: ProgressSink
-) -> None:
+    plan: RunPlan, store: Store, executor: Executor, judges: dict[str, str], cases: list[Case],
+    progress: ProgressSink, redone: Redone,
+) -> None:  # fmt: skip
     done = store.finished_judgments()
-    units: list[Unit] = [
-        TriageUnit(protocol.id, case, judge, r)
-        for protocol in plan.case_protocols
-        for case in cases
-        for judge in judges
-        for r in range(plan.config.repeats)
-        if (case.id, NO_MODEL, NO_SAMPLE, protocol.id, judge, r) not in done
-    ]
+    units: dict[Any, tuple[Unit, Inputs]] = {}
+    for protocol in plan.case_protocols:
+        for case in cases:
+            for judge, judge_fp in judges.items():
+                for r in range(plan.config.repeats):
+                    inputs = judging_inputs(case, protocol.digest, judge_fp, r)
+                    key = (case.id, NO_MODEL, NO_SAMPLE, protocol.id, judge, r)
+                    if redone.needed(done, key, inputs):
+                        units[key] = (TriageUnit(protocol.id, case, judge, r), inputs)
     await _stage("triage", units, executor, store, progress)
 
 
 async def _generate(
     plan: RunPlan, store: Store, executor: Executor, models: dict[str, ChatModel], cases: list[Case],
-    progress: ProgressSink,
+    progress: ProgressSink, redone: Redone,
 ) -> None:  # fmt: skip
     config = plan.config
     done = store.finished_responses()
-    units: list[Unit] = [
-        GenerateUnit(name, case, s)
-        for name in config.models
-        for case in cases
-        for s in range(config.samples)
-        if (case.id, models[name].name, s) not in done
-    ]
+    units: dict[Any, tuple[Unit, Inputs]] = {}
+    for name in config.models:
+        model = models[name].name
+        for case in cases:
+            for s in range(config.samples):
+                inputs = generation_inputs(case, name, s, config)
+                if redone.needed(done, (case.id, model, s), inputs):
+                    units[(case.id, model, s)] = (GenerateUnit(name, case, s), inputs)
     await _stage("generate", units, executor, store, progress)
 
 
 async def _judge(
-    plan: RunPlan, store: Store, executor: Executor, judges: list[str], cases: list[Case], progress: ProgressSink
-) -> None:
+    plan: RunPlan, store: Store, executor: Executor, judges: dict[str, str], cases: list[Case],
+    progress: ProgressSink, redone: Redone,
+) -> None:  # fmt: skip
     by_id = {c.id: c for c in cases}
-    labels = _crisis_labels(store, judges, by_id)
+    labels = _crisis_labels(store, list(judges), by_id)
     responses = [r for r in store.responses() if r.case_id in by_id]
     done = store.finished_judgments()
-    units: list[Unit] = [
-        JudgeUnit(protocol.id, by_id[response.case_id], response, judge, rep, labels.get(response.case_id))
-        for protocol in plan.response_protocols
-        for response in responses
-        for judge in judges
-        for rep in range(plan.config.repeats)
-        if (response.case_id, response.model, response.sample, protocol.id, judge, rep) not in done
-        and not (plan.config.leave_own_model_out and same_family(judge, response.model))
-    ]
+    units: dict[Any, tuple[Unit, Inputs]] = {}
+    for protocol in plan.response_protocols:
+        for response in responses:
+            case, label = by_id[response.case_id], labels.get(response.case_id)
+            for judge, judge_fp in judges.items():
+                if plan.config.leave_own_model_out and same_family(judge, response.model):
+                    continue
+                for rep in range(plan.config.repeats):
+                    inputs = judging_inputs(case, protocol.digest, judge_fp, rep, response.text or "", label)
+                    key = (response.case_id, response.model, response.sample, protocol.id, judge, rep)
+                    if redone.needed(done, key, inputs):
+                        units[key] = (JudgeUnit(protocol.id, case, response, judge, rep, label), inputs)
     await _stage("judge", units, executor, store, progress)
 
 
-async def _stage(stage: str, units: list[Unit], executor: Executor, store: Store, progress: ProgressSink) -> None:
-    """Hand the units to the executor; store each record as it comes back."""
+async def _stage(
+    stage: str, units: dict[Any, tuple[Unit, Inputs]], executor: Executor, store: Store, progress: ProgressSink
+) -> None:
+    """Hand the units to the executor; store each record as it comes back, with the inputs it was made from."""
     progress.start(stage, len(units))
 
     def finished(record: Result) -> None:
         if isinstance(record, Response):
-            store.put_response(record)
+            store.put_response(record, units[(record.case_id, record.model, record.sample)][1])
         else:
-            store.put_judgment(record)
+            store.put_judgment(record, units[judgment_key(record)][1])
         progress.advance(stage, record.usage)
 
-    await executor.run(units, finished)
+    await executor.run([unit for unit, _ in units.values()], finished)
 
 
 def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:

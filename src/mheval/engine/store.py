@@ -32,29 +32,51 @@ NO_SAMPLE = -1
 # provider's, not the judge's, so another attempt may succeed.
 RETRYABLE_REASONS = ("provider_error", "no_response")
 
+# Version of the tables below; a folder written by an older mheval is migrated on open (see _migrate).
+SCHEMA_VERSION = 2
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cases (
     id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS responses (
     case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
-    ok INTEGER NOT NULL, data TEXT NOT NULL,
+    ok INTEGER NOT NULL, data TEXT NOT NULL, inputs TEXT,
     PRIMARY KEY (case_id, model, sample));
 CREATE TABLE IF NOT EXISTS judgments (
     case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
     protocol TEXT NOT NULL, judge TEXT NOT NULL, repeat INTEGER NOT NULL,
-    status TEXT NOT NULL, reason TEXT, data TEXT NOT NULL,
+    status TEXT NOT NULL, reason TEXT, data TEXT NOT NULL, inputs TEXT,
     PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
 CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     id TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, requests INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batch_requests (custom_id TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
+-- Rows replaced because their inputs changed: kept for the record, never read as current results.
+CREATE TABLE IF NOT EXISTS superseded (
+    tbl TEXT NOT NULL, data TEXT NOT NULL, inputs TEXT, replaced_at REAL NOT NULL);
 """
 
-_PUT_RESPONSE = "INSERT OR REPLACE INTO responses(case_id, model, sample, ok, data) VALUES (?, ?, ?, ?, ?)"
+_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS keep_old_response AFTER UPDATE ON responses
+    WHEN OLD.inputs IS NOT NEW.inputs BEGIN
+    INSERT INTO superseded VALUES ('responses', OLD.data, OLD.inputs, julianday('now'));
+END;
+CREATE TRIGGER IF NOT EXISTS keep_old_judgment AFTER UPDATE ON judgments
+    WHEN OLD.inputs IS NOT NEW.inputs BEGIN
+    INSERT INTO superseded VALUES ('judgments', OLD.data, OLD.inputs, julianday('now'));
+END;
+"""
+
+# Upserts (not INSERT OR REPLACE) so that the triggers above see the row being replaced.
+_PUT_RESPONSE = (
+    "INSERT INTO responses(case_id, model, sample, ok, data, inputs) VALUES (?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT(case_id, model, sample) DO UPDATE SET ok=excluded.ok, data=excluded.data, inputs=excluded.inputs"
+)
 _PUT_JUDGMENT = (
-    "INSERT OR REPLACE INTO judgments(case_id, model, sample, protocol, judge, repeat, "
-    "status, reason, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO judgments(case_id, model, sample, protocol, judge, repeat, status, reason, data, inputs) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(case_id, model, sample, protocol, judge, repeat) "
+    "DO UPDATE SET status=excluded.status, reason=excluded.reason, data=excluded.data, inputs=excluded.inputs"
 )
 _PUT_CACHE = "INSERT OR REPLACE INTO cache(key, data) VALUES (?, ?)"
 _GET_CACHE = "SELECT data FROM cache WHERE key=?"
@@ -69,8 +91,23 @@ def judgment_key(j: Judgment) -> JudgmentKey:
     return (j.case_id, model, sample, j.protocol, j.judge, j.repeat)
 
 
-def _response_row(r: Response) -> tuple[Any, ...]:
-    return (r.case_id, r.model, r.sample, int(r.text is not None), r.model_dump_json())
+Inputs = dict[str, str]
+
+
+def _inputs_json(inputs: Inputs | None) -> str | None:
+    return json.dumps(inputs, sort_keys=True) if inputs is not None else None
+
+
+def _response_row(r: Response, inputs: Inputs | None = None) -> tuple[Any, ...]:
+    return (r.case_id, r.model, r.sample, int(r.text is not None), r.model_dump_json(), _inputs_json(inputs))
+
+
+def _judgment_row(j: Judgment, inputs: Inputs | None = None) -> tuple[Any, ...]:
+    return (*judgment_key(j), j.status, j.reason, j.model_dump_json(), _inputs_json(inputs))
+
+
+def _inputs_of(text: str | None) -> Inputs | None:
+    return json.loads(text) if text else None
 
 
 class Store:
@@ -89,6 +126,8 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=10000")
             self._db.executescript(_SCHEMA)
+            self._migrate()
+            self._db.executescript(_TRIGGERS)
         # Group commit (see the module docstring); off unless inside `deferred()`.
         self._defer = 0
         self._max_pending = 256
@@ -193,15 +232,18 @@ class Store:
         return [Case.model_validate_json(r[0]) for r in cur]
 
     # -- responses --------------------------------------------------------------------------
-    def put_response(self, response: Response) -> None:
+    def put_response(self, response: Response, inputs: Inputs | None = None) -> None:
+        """Store a response; `inputs` (engine/identity.py) is what decided it, for resume to check."""
         if self._defer:
-            self._pending_responses.append(_response_row(response))
+            self._pending_responses.append(_response_row(response, inputs))
             self._buffered()
             return
-        self.put_responses([response])
+        self.put_responses([response], [inputs])
 
-    def put_responses(self, responses: Iterable[Response]) -> None:
-        rows = [_response_row(r) for r in responses]
+    def put_responses(self, responses: Iterable[Response], inputs: Iterable[Inputs | None] | None = None) -> None:
+        responses = list(responses)
+        given = list(inputs) if inputs is not None else [None] * len(responses)
+        rows = [_response_row(r, i) for r, i in zip(responses, given, strict=True)]
         self.flush()  # keep write order: a buffered older row must not overwrite this one later
         with self._transaction():
             self._db.executemany(_PUT_RESPONSE, rows)
@@ -214,15 +256,22 @@ class Store:
             cur = self._db.execute("SELECT data FROM responses WHERE model=? ORDER BY rowid", (model,))
         return [Response.model_validate_json(r[0]) for r in cur]
 
-    def finished_responses(self) -> set[ResponseKey]:
-        """Responses that need no new call: those with text (failed calls are retried on resume)."""
+    def finished_responses(self) -> dict[ResponseKey, Inputs | None]:
+        """Responses with text and the inputs that decided them (failed calls are retried on resume; a
+        response whose inputs differ from the run's is made again: engine/identity.py)."""
         self.flush()
-        cur = self._db.execute("SELECT case_id, model, sample FROM responses WHERE ok=1")
-        return {(r[0], r[1], r[2]) for r in cur}
+        cur = self._db.execute("SELECT case_id, model, sample, inputs FROM responses WHERE ok=1")
+        return {(r[0], r[1], r[2]): _inputs_of(r[3]) for r in cur}
+
+    def response_inputs(self) -> dict[ResponseKey, Inputs | None]:
+        """Every stored response's inputs, failed ones included."""
+        self.flush()
+        cur = self._db.execute("SELECT case_id, model, sample, inputs FROM responses")
+        return {(r[0], r[1], r[2]): _inputs_of(r[3]) for r in cur}
 
     # -- judgments --------------------------------------------------------------------------
-    def put_judgment(self, judgment: Judgment) -> None:
-        row = (*judgment_key(judgment), judgment.status, judgment.reason, judgment.model_dump_json())
+    def put_judgment(self, judgment: Judgment, inputs: Inputs | None = None) -> None:
+        row = _judgment_row(judgment, inputs)
         if self._defer:
             self._pending_judgments.append(row)
             self._buffered()
@@ -232,7 +281,7 @@ class Store:
 
     def put_judgments(self, judgments: Iterable[Judgment]) -> None:
         """Many judgments in one transaction (imports, panels): all of them or none."""
-        rows = [(*judgment_key(j), j.status, j.reason, j.model_dump_json()) for j in judgments]
+        rows = [_judgment_row(j) for j in judgments]
         self.flush()  # keep write order: a buffered older row must not overwrite these later
         with self._transaction():
             self._db.executemany(_PUT_JUDGMENT, rows)
@@ -250,19 +299,57 @@ class Store:
         for row in self._db.execute(sql + " ORDER BY rowid", args):
             yield Judgment.model_validate_json(row[0])
 
-    def finished_judgments(self) -> set[JudgmentKey]:
-        """Units with a final judgment: ok, or unscored for a reason another call would not change."""
+    def finished_judgments(self) -> dict[JudgmentKey, Inputs | None]:
+        """Units with a final judgment (ok, or unscored for a reason another call would not change) and
+        the inputs that decided each."""
         self.flush()
         retryable = " AND ".join("reason NOT LIKE ?" for _ in RETRYABLE_REASONS)
         cur = self._db.execute(
-            "SELECT case_id, model, sample, protocol, judge, repeat FROM judgments "
+            "SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments "
             f"WHERE status='ok' OR ({retryable})",
             tuple(f"{r}%" for r in RETRYABLE_REASONS),
         )
-        return {(r[0], r[1], r[2], r[3], r[4], r[5]) for r in cur}
+        return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
+
+    def judgment_inputs(self) -> dict[JudgmentKey, Inputs | None]:
+        """Every stored judgment's inputs."""
+        self.flush()
+        cur = self._db.execute("SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments")
+        return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
+
+    def supersede(self, responses: Iterable[ResponseKey] = (), judgments: Iterable[JudgmentKey] = ()) -> int:
+        """Move rows whose inputs no longer hold (a case edited, a reply made anew) out of the current
+        results into `superseded`, in one transaction. Returns how many rows moved."""
+        self.flush()
+        moved = 0
+        with self._transaction():
+            for table, keys, columns in (
+                ("responses", list(responses), "case_id=? AND model=? AND sample=?"),
+                ("judgments", list(judgments),
+                 "case_id=? AND model=? AND sample=? AND protocol=? AND judge=? AND repeat=?"),
+            ):  # fmt: skip
+                for key in keys:
+                    self._db.execute(
+                        f"INSERT INTO superseded SELECT ?, data, inputs, julianday('now') FROM {table} WHERE {columns}",
+                        (table, *key),
+                    )
+                    moved += self._db.execute(f"DELETE FROM {table} WHERE {columns}", key).rowcount
+        return moved
+
+    def provider_errors(self) -> int:
+        """Failed calls that running again retries: responses without text and judgments unscored for a
+        provider's reason."""
+        self.flush()
+        retryable = " OR ".join("reason LIKE ?" for _ in RETRYABLE_REASONS)
+        failed = self._db.execute("SELECT COUNT(*) FROM responses WHERE ok=0").fetchone()[0]
+        unscored = self._db.execute(
+            f"SELECT COUNT(*) FROM judgments WHERE status='unscored' AND ({retryable})",
+            tuple(f"{r}%" for r in RETRYABLE_REASONS),
+        ).fetchone()[0]
+        return int(failed) + int(unscored)
 
     def count(self, table: str) -> int:
-        if table not in ("cases", "responses", "judgments", "cache"):
+        if table not in ("cases", "responses", "judgments", "cache", "superseded"):
             raise ValueError(f"unknown table {table}")
         self.flush()
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
@@ -315,6 +402,26 @@ class Store:
         return [dict(zip(("id", "model", "endpoint", "requests"), r, strict=True)) for r in rows]
 
     # -- internals --------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        """Bring a folder of an older schema up to SCHEMA_VERSION. Version 1 kept no unit inputs: its
+        rows get none, so each unit is done again when its stage next runs (model calls answered from
+        the call cache), never reused on trust."""
+        version = self.get_meta("schema_version", None)
+        if version is not None and version > SCHEMA_VERSION:
+            from mheval.errors import InputError
+
+            raise InputError(
+                f"this run folder was written by a newer mheval (schema {version}; this one reads up to "
+                f"{SCHEMA_VERSION}): upgrade mheval to use it",
+                path=self.path,
+            )
+        for table in ("responses", "judgments"):
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if "inputs" not in columns:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN inputs TEXT")
+        if version != SCHEMA_VERSION:
+            self.set_meta("schema_version", SCHEMA_VERSION)
+
     class _Tx:
         def __init__(self, db: sqlite3.Connection) -> None:
             self.db = db

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from mheval.config import RunConfig
 from mheval.judges.base import Judge
-from mheval.models.base import ChatModel, ModelError
+from mheval.models.base import BODY_CAP, ChatModel, ModelError
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Judgment, Response
 
@@ -86,7 +86,9 @@ async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:
         )
     except ModelError as exc:
         return Response(**ids, error=str(exc))
-    return Response(**ids, text=c.text, usage=c.usage, latency_s=c.latency_s)
+    text, cap = c.text, config.max_reply_chars
+    truncated = len(text) > cap or c.finish_reason == BODY_CAP
+    return Response(**ids, text=text[:cap], usage=c.usage, latency_s=c.latency_s, truncated=truncated)
 
 
 # Units in progress per allowed model call. The endpoint limiter keeps the calls on the wire at the

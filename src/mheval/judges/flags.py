@@ -169,8 +169,18 @@ def _rubric_terms() -> tuple[Prefiltered, Prefiltered]:
     return Prefiltered(verdict_json), Prefiltered(vocabulary)
 
 
+# Invisible characters that split a phrase for a pattern but not for a reader (zero-width spaces and
+# joiners, bidi controls, soft hyphens, tag characters: Unicode's "format" category) and variation selectors.
+def _strip_invisible(text: str) -> str:
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and not 0xFE00 <= ord(ch) <= 0xFE0F)
+
+
 def _prepare(text: str) -> str:
-    return unicodedata.normalize("NFKC", text or "")
+    """The text as the checks read it (the stored reply is never changed): invisible characters removed,
+    then full-width and other compatibility forms folded (NFKC)."""
+    return unicodedata.normalize("NFKC", _strip_invisible(text or ""))
 
 
 def detect_injection(text: str | None) -> list[str]:

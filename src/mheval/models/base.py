@@ -19,6 +19,10 @@ class ModelError(Exception):
         super().__init__(f"{kind}: {message}")
 
 
+# finish_reason of a reply cut because its HTTP answer was too long to read whole (openai_compat.py).
+BODY_CAP = "body_cap"
+
+
 @dataclass
 class Completion:
     text: str

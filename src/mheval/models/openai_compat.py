@@ -53,7 +53,7 @@ from mheval.engine.limits import (
     run_with_retry,
     tpm_bucket,
 )
-from mheval.models.base import Completion, Message, ModelError
+from mheval.models.base import BODY_CAP, Completion, Message, ModelError
 from mheval.models.pricing import prices
 from mheval.models.spec import ModelSpec
 from mheval.records import Usage
@@ -63,6 +63,41 @@ _REFUSAL_STATUSES = frozenset({400, 415, 422, 501})
 _FEATURE_WORDS = ("response_format", "json_schema", "json_object", "schema", "grammar")
 _MAX_MESSAGE = 300
 HANDOFF_PASSES = 3
+
+
+# The most of one chat answer that is read into memory. A server that ignores max_tokens may send far
+# more; past this the rest is not read and the reply's beginning is kept, marked cut (`BODY_CAP`).
+MAX_BODY_BYTES = 8 << 20
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
+    """The body, or its first `cap` bytes and True when it is longer (the connection is then closed)."""
+    if resp.content_length is not None and resp.content_length <= cap:
+        return await resp.read(), False
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            resp.close()  # do not read (or keep the connection for) the rest
+            return b"".join(chunks)[:cap], True
+    return b"".join(chunks), False
+
+
+def _salvage(prefix: bytes, latency: float) -> Completion:
+    """The reply's text from the beginning of an over-long chat answer (the JSON is cut, so it cannot be
+    parsed whole): the start of the first message's content string."""
+    found = re.search(rb'"content"\s*:\s*"', prefix)
+    if found is not None:
+        body = prefix[found.end() :].decode("utf-8", "ignore")
+        for trim in range(8):  # a cut escape sequence (\, \u12) at the end: drop it and try again
+            try:
+                text, _ = json.decoder.scanstring(body[: len(body) - trim] + '"', 0)
+            except ValueError:
+                continue
+            text = text.encode("utf-8", "replace").decode("utf-8")  # a cut surrogate pair
+            return Completion(text=text, latency_s=latency, finish_reason=BODY_CAP)
+    raise ModelError("oversized_body", f"the answer is longer than {MAX_BODY_BYTES >> 20} MiB and holds no message")
 
 
 class _Refused(Exception):
@@ -287,7 +322,7 @@ class OpenAICompatModel:
                 try:
                     async with session.post(self._url, data=payload, headers=headers) as resp:
                         status = resp.status
-                        raw = await resp.read()
+                        raw, cut = await _read_capped(resp, MAX_BODY_BYTES)
                         retry_after = resp.headers.get("Retry-After") if status != 200 else None
                 except TimeoutError as exc:
                     limiter.on_overload(slot)
@@ -307,7 +342,7 @@ class OpenAICompatModel:
                 if status in OVERLOAD_STATUSES:
                     limiter.on_overload(slot)
                 self._fail(status, raw, retry_after, mode, key)
-            completion = self._parse(raw, latency, mode, key)
+            completion = _salvage(raw, latency) if cut else self._parse(raw, latency, mode, key)
             limiter.on_success(latency, slot)
             if bucket is not None:
                 used = completion.usage.prompt_tokens + completion.usage.completion_tokens

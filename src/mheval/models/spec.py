@@ -1,4 +1,4 @@
-"""Model spec strings: `PROVIDER/MODEL`, `PROVIDER/MODEL@BASE_URL`, and `local/smollm2`.
+"""Model spec strings: `PROVIDER/MODEL`, `PROVIDER/MODEL@BASE_URL`, and `local/smollm2` (or `local/PATH.gguf`).
 
 A spec says where a model lives and which environment variable holds its key. It never holds
 the key itself, so it can be printed, logged, stored in a run folder and used in cache keys.
@@ -36,7 +36,7 @@ PROVIDERS: dict[str, Provider] = {
     "local": Provider(None, None, False),
 }
 
-LOCAL_MODELS: tuple[str, ...] = ("smollm2",)
+LOCAL_MODELS: tuple[str, ...] = ("smollm2",)  # shipped; any GGUF file works too (models/local.py)
 
 _UNSET = object()
 # "@" only separates a base URL when a URL follows: model ids such as "claude-3@20240229" keep theirs.
@@ -88,6 +88,21 @@ class ModelSpec(BaseModel):
         return self.name
 
 
+# user:password@ inside a URL: a credential that would be saved with the spec in config.yaml and run.db.
+URL_CREDENTIALS = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s@]*@", re.IGNORECASE)
+
+
+def refuse_url_credentials(text: str) -> None:
+    """Keys belong in environment variables: a spec with credentials in its URL is refused, and the
+    message does not repeat them."""
+    if URL_CREDENTIALS.search(text):
+        shown = URL_CREDENTIALS.sub(lambda m: m.group(0).split("://")[0] + "://***@", text)
+        raise InputError(
+            f"model spec {shown!r} holds credentials in its URL; remove them and put the key in the "
+            "provider's environment variable (e.g. OPENAI_API_KEY), which is never written anywhere"
+        )
+
+
 def _clean_url(url: str, text: str) -> str:
     if not re.match(r"^https?://[^/\s]+", url):
         raise InputError(f"model spec {text!r}: the base URL must start with http:// or https://")
@@ -97,6 +112,7 @@ def _clean_url(url: str, text: str) -> str:
 def parse_model_spec(text: str, *, api_key_env: str | object | None = _UNSET) -> ModelSpec:
     """Parse `PROVIDER/MODEL[@BASE_URL]`. `api_key_env` overrides the provider's key variable
     (pass None to send no key at all)."""
+    refuse_url_credentials(text)
     raw = text.strip()
     url: str | None = None
     match = _AT_URL.match(raw)
@@ -109,12 +125,12 @@ def parse_model_spec(text: str, *, api_key_env: str | object | None = _UNSET) ->
     if not sep or not provider or not model:
         raise InputError(f"model spec {text!r} is not PROVIDER/MODEL or PROVIDER/MODEL@BASE_URL", choices=known)
     defaults = PROVIDERS.get(provider)
-    if provider == "local":
-        if url is not None:
-            raise InputError(f"model spec {text!r}: local models run embedded and take no @BASE_URL")
-        if model.lower() not in LOCAL_MODELS:
-            raise InputError(f"unknown local model {model!r}", choices=LOCAL_MODELS)
-        model = model.lower()
+    if provider == "local" and url is None:
+        # Embedded: smollm2, a configured name or a GGUF path (models/local.py). With a URL, it is a
+        # llama.cpp server the user started, and any model name goes.
+        from mheval.models.local import canonical_local_model
+
+        model = canonical_local_model(model)
     elif defaults is None and url is None:
         raise InputError(
             f"unknown model provider {provider!r} in {text!r}; "

@@ -9,6 +9,7 @@ and the reason, instead of failing on the thousandth judge call.
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import string
 from pathlib import Path
@@ -156,6 +157,13 @@ class ProtocolSpec:
         for dim in definition.dimensions or []:
             for alias in (dim.id, dim.name.en, dim.name.zh, *dim.aliases):
                 self._dimension_lookup.setdefault(normalise_name(alias), dim.id)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """A hash of everything the file defines (not its comments or layout): a unit judged under an
+        edited rubric or prompt is judged again on resume."""
+        payload = self.definition.model_dump_json().encode("utf-8")
+        return hashlib.sha256(payload).hexdigest()[:16]
 
     def __repr__(self) -> str:
         return f"ProtocolSpec(id={self.id!r}, kind={self.kind!r}, target={self.target!r})"

@@ -1,0 +1,153 @@
+"""What decides a unit's output, as hashes: a stored unit is reused only while all of them are unchanged.
+
+Each unit (a response, a triage verdict, a judgment of a reply) is stored with its *inputs*: a small
+mapping of component -> digest (the case's content, the model and its sampling parameters, the
+protocol file, the judge and its parameters, the reply judged). On resume a unit whose stored inputs
+differ from the ones it would be made from now is done again, and the components that differ say why.
+Ids alone never decide reuse: a case edited under the same id is judged anew.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from mheval import __version__
+from mheval.config import RunConfig
+from mheval.records import Case, Response
+
+Inputs = dict[str, str]
+
+# Human words for each component, for the "redone because ..." line.
+COMPONENTS = {
+    "case": "case content",
+    "model": "model or sampling parameters",
+    "protocol": "protocol file",
+    "judge": "judge or its parameters",
+    "reply": "reply judged",
+    "label": "crisis label used",
+    "version": "mheval version",
+}
+
+
+def digest(value: Any) -> str:
+    """A short, stable hash of any JSON-able value."""
+    payload = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def inputs_hash(inputs: Mapping[str, str]) -> str:
+    return digest(dict(inputs))
+
+
+def _turns(case: Case) -> list[list[str]]:
+    return [[t.role, t.content] for t in case.turns]
+
+
+def case_for_generation(case: Case) -> str:
+    """A target model sees the turns only: relabelling a case never pays for its replies again."""
+    return digest(_turns(case))
+
+
+def case_for_judging(case: Case) -> str:
+    """A judge also sees the language, the locale (crisis lines) and the gold label (rubric row)."""
+    return digest([_turns(case), case.language, case.locale, case.crisis_label])
+
+
+def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) -> Inputs:
+    params = {
+        "model": model,
+        "sample": sample,
+        "seed": config.seed + sample,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens,
+        "system_prompt": config.system_prompt,
+        "max_reply_chars": config.max_reply_chars,
+    }
+    return {"case": case_for_generation(case), "model": digest(params)}
+
+
+def given_response_inputs(case: Case, response: Response) -> Inputs:
+    """A reply made elsewhere (`--responses`, a suite with replies): decided by its text alone."""
+    return {"case": case_for_generation(case), "model": digest({"given": response.model, "text": response.text})}
+
+
+def judging_inputs(
+    case: Case, protocol_digest: str, judge_digest: str, repeat: int,
+    reply: str | None = None, crisis_label: str | None = None,
+) -> Inputs:  # fmt: skip
+    inputs = {
+        "case": case_for_judging(case),
+        "protocol": protocol_digest,
+        "judge": digest([judge_digest, repeat]),
+        "version": __version__,
+    }
+    if reply is not None:
+        inputs["reply"] = digest(reply)
+        inputs["label"] = digest(crisis_label)
+    return inputs
+
+
+def judge_digest(name: str, config: RunConfig) -> str:
+    """A judge's identity: its files for the offline and trained judges (a rebuilt model judges anew),
+    its model spec and judging parameters for an LLM judge."""
+    from mheval.judges import OFFLINE, is_finetuned_folder, is_model_file
+
+    if name == OFFLINE or name.startswith(OFFLINE + ":"):
+        return digest([name, _tree_digest(Path(__file__).resolve().parent.parent / "judges" / "offline")])
+    if is_model_file(name) or is_finetuned_folder(name):
+        path = Path(name)
+        return digest([name, _tree_digest(path) if path.is_dir() else _file_digest(path)])
+    params = {
+        "temperature": config.judge_temperature,
+        "max_tokens": config.judge_max_tokens,
+        "parse_retries": config.parse_retries,
+        "few_shot": config.few_shot,
+        "seed": config.seed,
+        "grounding": config.grounding,
+    }
+    return digest([name, params])
+
+
+def changed_components(old: Mapping[str, str] | None, new: Mapping[str, str]) -> list[str]:
+    """Which inputs differ; a unit stored without inputs (an older run folder) counts as "version"."""
+    if not old:
+        return ["version"]
+    return [k for k in new if old.get(k) != new[k]] or ["version"]
+
+
+def describe_redone(counts: Mapping[str, int]) -> str:
+    """ "3 (case content), 1 (protocol file)" from {"case": 3, "protocol": 1}."""
+    return ", ".join(f"{n} ({COMPONENTS.get(k, k)})" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _file_digest(path: Path) -> str:
+    stat = path.stat()
+    return _content_digest(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+def _tree_digest(root: Path) -> str:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return digest([[str(p.relative_to(root)), _file_digest(p)] for p in files])
+
+
+@cache
+def _content_digest(path: str, size: int, mtime_ns: int) -> str:
+    """The file's bytes hashed once per (size, mtime) in this process: large model files are read once."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def count_changes(changes: Iterable[list[str]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for components in changes:
+        for c in components:
+            counts[c] = counts.get(c, 0) + 1
+    return counts
