@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from mheval.errors import InputError
@@ -28,6 +29,9 @@ out = Console()
 if not out.is_terminal:  # piped or in CI: wide enough that tables are not folded into narrow columns
     out = Console(width=200)
 err = Console(stderr=True)
+
+# Exit codes: 2 bad input (errors.InputError), 3 a finished run with units that failed at the provider.
+EXIT_PROVIDER_ERRORS = 3
 
 CONTENT_NOTE = (
     "Content warning: these conversations discuss suicide, self-harm and other crises. If you need "
@@ -60,6 +64,9 @@ PanelOpt = Annotated[list[str] | None, typer.Option(
     "--panel", help="Also aggregate the judges: majority, mean or median (repeatable).")]
 LeaveOwnOpt = Annotated[bool | None, typer.Option(
     "--leave-own-model-out/--keep-own-model", help="Skip units where the judge is of the judged model's family.")]
+OnInjectionOpt = Annotated[str | None, typer.Option(
+    "--on-injection", help="flag (keep judgments of replies with text addressed to the judge, and show their "
+                           "share and the mean without them) or exclude (leave them out of every aggregate).")]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 REPORT_FORMATS = ("table", "json", "csv")
 
@@ -107,8 +114,13 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     err.print(
         f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
         f"{result.cache_hits} answered from cache",
-        highlight=False,
+        highlight=False, markup=False,
     )
+    if result.redone:
+        from mheval.engine.identity import describe_redone
+
+        err.print(f"redone because their inputs changed: {describe_redone(result.redone)}",
+                  highlight=False, markup=False)
     _print_summary(result.run_dir)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
@@ -116,8 +128,15 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
         out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, soft_wrap=True)
     except Exception as exc:
-        err.print(f"[yellow]report not written:[/] {type(exc).__name__}: {exc} (try `mheval report RUN`)",
-                  highlight=False)
+        err.print(f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} "
+                  "(try `mheval report RUN`)", highlight=False)
+    if result.provider_errors:
+        err.print(
+            f"{result.provider_errors} unit(s) failed at the provider and are not scored; run the same command "
+            f"again (or `mheval run --out {result.run_dir}`) to retry them",
+            highlight=False, markup=False,
+        )
+        raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
 
 def _print_summary(run_dir: Path) -> None:
@@ -146,6 +165,7 @@ def run(
     grounding: GroundingOpt = None,
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
+    on_injection: OnInjectionOpt = None,
     batch: BatchOpt = None,
     executor: ExecutorOpt = None,
     ray_address: RayAddressOpt = None,
@@ -154,8 +174,8 @@ def run(
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
     cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
                   protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens,
-                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out, batch=batch,
-                  executor=executor, ray_address=ray_address)
+                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out,
+                  on_injection=on_injection, batch=batch, executor=executor, ray_address=ray_address)
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -218,6 +238,7 @@ def judge(
     grounding: GroundingOpt = None,
     panel: PanelOpt = None,
     leave_own_model_out: LeaveOwnOpt = None,
+    on_injection: OnInjectionOpt = None,
     batch: BatchOpt = None,
     executor: ExecutorOpt = None,
     ray_address: RayAddressOpt = None,
@@ -226,7 +247,7 @@ def judge(
     """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
     cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
                   limit=limit, concurrency=concurrency, grounding=grounding, panel=panel,
-                  leave_own_model_out=leave_own_model_out, batch=batch,
+                  leave_own_model_out=leave_own_model_out, on_injection=on_injection, batch=batch,
                   executor=executor, ray_address=ray_address)
     _execute(cfg, ("triage", "judge"), quiet, responses)
 
