@@ -46,7 +46,7 @@ from mheval.engine.runfolder import check_folder, check_identity, claim, suite_i
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store, judgment_key
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
-from mheval.judges import OFFLINE, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
+from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel
@@ -147,10 +147,10 @@ def plan_run(
         raise InputError("a panel needs at least two judges (give --judge more than once)", field="panel")
     plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages)
     for name in config.judges:
-        if name == OFFLINE:
+        if name in OFFLINE_JUDGES:
             from mheval.judges.offline import OfflineJudge
 
-            offline = OfflineJudge()
+            offline = OfflineJudge(fast=name != "offline")
             unsupported = [p.id for p in protocols if not offline.supports(p)]
             if unsupported:
                 supported = [p.id for p in list_protocols() if offline.supports(p)]
@@ -244,6 +244,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 await _generate(plan, store, executor, models, cases, progress, redone)
             if "judge" in plan.stages and plan.response_protocols:
                 await _judge(plan, store, executor, digests, cases, progress, redone)
+            # A stage run alone (generate) may have replaced replies whose judgments are now stale.
+            _retire_stale(store, cases)
             if config.panel:
                 _panels(plan, store, names)
             calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
