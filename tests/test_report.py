@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from mheval.engine.store import Store
+from mheval.errors import InputError
 from mheval.records import Case, Judgment, Response, Turn, Usage
 from mheval.report import figures
 from mheval.report.cases import evidence_spans, highlight
@@ -306,7 +307,12 @@ def test_output_option_and_atomic_replace(run_dir, tmp_path):
     target = tmp_path / "out" / "share.html"
     target.parent.mkdir()
     target.write_text("an older report", encoding="utf-8")
-    path = write_report(run_dir, output=target)
+    # An existing file elsewhere is replaced only when asked to, and a refusal leaves everything as it was.
+    with pytest.raises(InputError, match="--overwrite"):
+        write_report(run_dir, output=target)
+    assert target.read_text(encoding="utf-8") == "an older report"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["share.html"]
+    path = write_report(run_dir, output=target, overwrite=True)
     assert path == target and target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert (target.parent / "tables" / "psycrisis_dimensions.parquet").is_file()
     # The old file was replaced whole, with no temporary left behind.

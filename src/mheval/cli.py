@@ -282,13 +282,14 @@ def export(
     format: Annotated[str, typer.Option("--format", "-f", help="jsonl, csv or parquet.")] = "jsonl",
     table: Annotated[str, typer.Option("--table", "-t", help="cases, responses or judgments.")] = "judgments",
     output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
 ) -> None:
     """Export a run's table (judgments by default) as JSONL, CSV or Parquet."""
     from mheval.engine.export import export_table
     from mheval.engine.store import Store
 
     with Store.open_existing(run_dir) as store:
-        export_table(store, table, format, output)
+        export_table(store, table, format, output, overwrite=overwrite)
 
 
 @app.command()
@@ -298,11 +299,13 @@ def report(
         "--redact", help="Leave out conversation, response, rationale and evidence texts (for sharing).")] = False,
     output: Annotated[Path | None, typer.Option(
         help="HTML file (default: RUN/report.html, or RUN/report-redacted.html).")] = None,
+    overwrite: Annotated[bool, typer.Option(
+        "--overwrite", help="Replace --output and the tables/ beside it if they exist.")] = False,
 ) -> None:
     """Write the self-contained HTML report of a run, with its tables as CSV and Parquet beside it."""
     from mheval.report.html import write_report
 
-    path = write_report(run_dir, redact=redact, output=output)
+    path = write_report(run_dir, redact=redact, output=output, overwrite=overwrite)
     out.print(f"report: {path.resolve()}", highlight=False, soft_wrap=True)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -12,12 +14,48 @@ import pandas as pd
 
 from mheval.engine.store import Store
 from mheval.errors import InputError
+from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
+from mheval.records import Judgment
 
 TABLES = ("cases", "responses", "judgments")
 FORMATS = ("jsonl", "csv", "parquet")
 
+# The judge saw text in the reply addressed to it (judges/flags.py). What the aggregates do with such
+# judgments is the run's `on_injection` policy, applied here and nowhere else.
+INJECTION_FLAG = "injection_suspected"
+INJECTION_POLICIES = ("flag", "exclude")
 
-def table_frame(store: Store, table: str) -> pd.DataFrame:
+
+def injection_policy(config: dict[str, Any] | None) -> str:
+    """The run's `on_injection` ("flag" unless the run's config says "exclude")."""
+    policy = (config or {}).get("on_injection") or "flag"
+    return policy if policy in INJECTION_POLICIES else "flag"
+
+
+def is_injected(judgment: Judgment) -> bool:
+    return INJECTION_FLAG in judgment.flags
+
+
+@dataclass
+class CountedJudgments:
+    """A run's judgments as its aggregates see them: under "exclude" the flagged ones are set apart."""
+
+    policy: str
+    counted: list[Judgment]
+    excluded: list[Judgment] = field(default_factory=list)
+
+
+def counted_judgments(store: Store, judgments: Iterable[Judgment] | None = None) -> CountedJudgments:
+    """Every aggregate (summary, report, compare, agree) reads judgments through this one function."""
+    policy = injection_policy(store.get_meta("config"))
+    items = list(store.iter_judgments() if judgments is None else judgments)
+    if policy != "exclude":
+        return CountedJudgments(policy, items)
+    return CountedJudgments(policy, [j for j in items if not is_injected(j)], [j for j in items if is_injected(j)])
+
+
+def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFrame:
+    """One table of the run; with `counted`, the judgments table holds only those the aggregates count."""
     if table == "cases":
         rows: list[dict[str, Any]] = [
             {
@@ -70,41 +108,51 @@ def table_frame(store: Store, table: str) -> pd.DataFrame:
                 "latency_s": j.latency_s,
                 "raw": j.raw,
             }
-            for j in store.iter_judgments()
+            for j in (counted_judgments(store).counted if counted else store.iter_judgments())
         ]
     else:
         raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
     return pd.DataFrame(rows)
 
 
-def export_table(store: Store, table: str, fmt: str, output: str | Path | None = None) -> None:
+def export_table(store: Store, table: str, fmt: str, output: str | Path | None = None, *,
+                 overwrite: bool = False) -> None:
     """Write one table as JSONL, CSV or Parquet to `output`, or to stdout when it is None.
 
     Nested fields (turns, scores, evidence) stay nested in JSONL and Parquet, and are JSON strings
-    in CSV. A file is written beside its target and renamed, so a failure leaves no half file.
+    in CSV; CSV text cells that a spreadsheet would run as formulas are prefixed with `'`. `output`
+    is refused when it is a run's own file, or exists without `overwrite`; it is checked before
+    anything is read and written through a temporary file, so a failure leaves no half file.
     """
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}", field="format", choices=FORMATS)
+    if table not in TABLES:
+        raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
     if fmt == "parquet" and output is None:
         raise InputError("parquet is binary: give --output FILE", field="output")
+    if output is not None:
+        check_output(output, overwrite=overwrite)
     frame = table_frame(store, table)
     if fmt == "jsonl":
         text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in frame.to_dict("records"))
         _emit(text, output)
     elif fmt == "csv":
-        flat = frame.copy()
-        for col in flat.columns:
-            if flat[col].map(lambda v: isinstance(v, dict | list)).any():
-                flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False))
-        buffer = io.StringIO()
-        flat.to_csv(buffer, index=False)
-        _emit(buffer.getvalue(), output)
+        _emit(csv_text(frame), output)
     else:
         assert output is not None
-        out = Path(output)
-        tmp = out.with_name(out.name + ".tmp")
-        frame_for_parquet(frame).to_parquet(tmp, index=False)
-        tmp.replace(out)
+        with atomic_path(output) as tmp:
+            frame_for_parquet(frame).to_parquet(tmp, index=False)
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """A frame as CSV for spreadsheets: nested values as JSON, formula-like text neutralised."""
+    flat = frame.copy()
+    for col in flat.columns:
+        if flat[col].map(lambda v: isinstance(v, dict | list)).any():
+            flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False))
+    buffer = io.StringIO()
+    csv_safe_frame(flat).to_csv(buffer, index=False)
+    return buffer.getvalue()
 
 
 def frame_for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
@@ -120,7 +168,4 @@ def _emit(text: str, output: str | Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    out = Path(output)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write(output, text)

@@ -22,6 +22,11 @@ from mheval.report.rundata import UNLABELLED, RunData, category_name
 from mheval.report.tables import DEFAULT_WORST
 
 _ELLIPSIS = re.compile(r"\.{3,}|…+")
+# A text longer than PREVIEW_CHARS shows its beginning and the rest behind a click; at most FULL_CHARS
+# of it enter the page (the store keeps at most max_reply_chars, 64 KB by default, of a reply).
+PREVIEW_CHARS = 2_000
+FULL_CHARS = 65_536
+QUOTE_CHARS = 1_000
 _QUOTE_CHARS = "\"'“”‘’「」『』"
 
 
@@ -50,16 +55,52 @@ def evidence_spans(text: str, quotes: list[str]) -> list[tuple[int, int]]:
     return merged
 
 
+def _marked(text: str, spans: list[tuple[int, int]], start: int, end: int) -> str:
+    """text[start:end] escaped, with the parts of `spans` inside it wrapped in <mark>."""
+    out: list[str] = []
+    pos = start
+    for a, b in spans:
+        a, b = max(a, start), min(b, end)
+        if a >= b:
+            continue
+        out.append(str(escape(text[pos:a])))
+        out.append(f"<mark>{escape(text[a:b])}</mark>")
+        pos = b
+    out.append(str(escape(text[pos:end])))
+    return "".join(out)
+
+
 def highlight(text: str, quotes: list[str]) -> Markup:
     """`text` escaped, with the evidence spans wrapped in <mark>."""
-    out: list[str] = []
-    pos = 0
-    for start, end in evidence_spans(text, quotes):
-        out.append(str(escape(text[pos:start])))
-        out.append(f"<mark>{escape(text[start:end])}</mark>")
-        pos = end
-    out.append(str(escape(text[pos:])))
-    return Markup("".join(out))
+    return Markup(_marked(text, evidence_spans(text, quotes), 0, len(text)))
+
+
+def shown(text: str, quotes: list[str], *, preview: int = PREVIEW_CHARS, limit: int = FULL_CHARS) -> Markup:
+    """A long text as the report shows it: its beginning, and the rest one click away (<details>).
+
+    At most `limit` characters enter the page (a misbehaving server's 50 MB reply must not make a
+    50 MB report); the count of those left out is said, with where to find them.
+    """
+    quotes = [q[:QUOTE_CHARS] for q in quotes]
+    kept = text[:limit]
+    spans = evidence_spans(kept, quotes)
+    if len(text) <= preview:
+        return Markup(_marked(kept, spans, 0, len(kept)))
+    parts = [_marked(kept, spans, 0, preview), "…",
+             f'<details class="more"><summary>show the whole text ({len(text):,} characters)</summary>',
+             _marked(kept, spans, preview, len(kept))]
+    if len(text) > limit:
+        parts.append(f'<p class="note">… {len(text) - limit:,} more characters are not in this report: '
+                     "<code>mheval export RUN --table responses</code> has them all.</p>")
+    parts.append("</details>")
+    return Markup("".join(parts))
+
+
+def clip(text: str | None, limit: int = QUOTE_CHARS) -> str | None:
+    """A short text (an error, a quote) cut to `limit` characters, marked with an ellipsis."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
 
 
 @dataclass
@@ -88,6 +129,7 @@ class WorstCase:
     turns: list[dict[str, Any]] = field(default_factory=list)  # role, html
     response_html: Markup | None = None
     error: str | None = None
+    truncated: bool = False  # the run stored only the beginning of the reply (max_reply_chars)
     verdicts: list[Verdict] = field(default_factory=list)
 
 
@@ -112,7 +154,7 @@ def _quotes(j: Judgment) -> list[str]:
 def _evidence(j: Judgment, redact: bool) -> dict[str, list[str]]:
     if redact:  # quotes are pieces of the conversation or the response
         return {d: [f"{len(q)} quote(s) redacted"] for d, q in j.evidence.items() if q}
-    return {d: list(q) for d, q in j.evidence.items() if q}
+    return {d: [clip(x) or "" for x in q] for d, q in j.evidence.items() if q}
 
 
 def _badness(scores: dict[str, list[float]], labels: list[str]) -> tuple[float, float, int]:
@@ -170,21 +212,22 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
                 protocol=j.protocol, judge=j.judge + (f" (repeat {j.repeat})" if j.repeat else ""),
                 summary=_summary(j) if not redact or j.status == "ok" else f"unscored ({reason_kind(j.reason)})",
                 status=j.status, reason=reason_kind(j.reason) if redact else j.reason,
-                rationale=None if redact or not j.rationale else highlight(j.rationale, _quotes(j)),
+                rationale=None if redact or not j.rationale else shown(j.rationale, _quotes(j)),
                 evidence=_evidence(j, redact),
                 flags=list(j.flags),
             ))
         response = responses.get(key)
         if response is not None and response.text is None:
-            item.error = response.error
+            item.error = clip(response.error)
         if not redact:
             case_quotes = [q for j in case_verdicts for q in _quotes(j)]
             if case is not None:
-                item.turns = [{"role": t.role, "html": highlight(t.content, case_quotes if t.role == "user" else [])}
+                item.turns = [{"role": t.role, "html": shown(t.content, case_quotes if t.role == "user" else [])}
                               for t in case.turns]
             if response is not None and response.text is not None:
                 quotes = [q for j in resp_verdicts for q in _quotes(j)]
-                item.response_html = highlight(response.text, quotes)
+                item.response_html = shown(response.text, quotes)
+                item.truncated = response.truncated
         out.append(item)
     return out
 
@@ -200,4 +243,4 @@ def worst_frame(items: list[WorstCase]) -> pd.DataFrame:
     )
 
 
-__all__ = ["DEFAULT_WORST", "WorstCase", "evidence_spans", "highlight", "worst_cases", "worst_frame"]
+__all__ = ["DEFAULT_WORST", "WorstCase", "clip", "evidence_spans", "highlight", "shown", "worst_cases", "worst_frame"]

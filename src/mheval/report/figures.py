@@ -12,6 +12,7 @@ import base64
 import functools
 import io
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -73,10 +74,26 @@ def _data_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+PLOT_TEXT_MAX = 48
+
+
+def plot_text(value: object, limit: int = PLOT_TEXT_MAX) -> str:
+    """A name from the data as a plot label: short, no control characters, `$` shown as itself.
+
+    Matplotlib reads text between two `$` as mathematical notation (and raises on bad notation), so a
+    model named `a$b$` would stop the report; escaped, it is drawn literally.
+    """
+    text = _CONTROL.sub("\ufffd", str(value))
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("$", r"\$")
+
+
 def category_tick(category: str) -> str:
     """Tick label: the English name wrapped, then the Chinese name when a CJK font can draw it."""
     if category not in CRISIS_LABELS:
-        return category
+        return plot_text(category)
     en = "\n".join(textwrap.wrap(label_name("crisis-triage", category, "en"), 16))
     if cjk_font():
         return f"{en}\n{label_name('crisis-triage', category, 'zh')}"
@@ -116,7 +133,7 @@ def heatmap(
         ax.set_xticks(range(len(cols)), ticks, rotation=0, fontsize=7.5)
         if "all" in cols and len(cols) > 1:  # set the pooled column apart from the categories
             ax.axvline(cols.index("all") - 0.5, color="#fff", linewidth=4)
-        ax.set_yticks(range(len(rows)), rows)
+        ax.set_yticks(range(len(rows)), [plot_text(r) for r in rows])
         ax.tick_params(length=0)
         norm = mpl.colors.Normalize(vmin, vmax)
         colormap = mpl.colormaps[cmap]
@@ -168,11 +185,12 @@ def interval_bars(
                 v = float(sub.at[i, value])
                 xs.append(v)
                 low, high = sub.at[i, f"{value}_low"], sub.at[i, f"{value}_high"]
-                lo.append(v - float(low) if pd.notna(low) else 0.0)
-                hi.append(float(high) - v if pd.notna(high) else 0.0)
-            ax.barh(ys, xs, height=height * 0.9, color=colors(g_index % 10), label=str(g))
+                # Never negative: a bound a rounding error beyond its point would stop matplotlib.
+                lo.append(max(0.0, v - float(low)) if pd.notna(low) else 0.0)
+                hi.append(max(0.0, float(high) - v) if pd.notna(high) else 0.0)
+            ax.barh(ys, xs, height=height * 0.9, color=colors(g_index % 10), label=plot_text(g))
             ax.errorbar(xs, ys, xerr=[lo, hi], fmt="none", ecolor="#222", elinewidth=1, capsize=2)
-        ax.set_yticks(range(len(items)), labels)
+        ax.set_yticks(range(len(items)), [plot_text(x) for x in labels])
         ax.invert_yaxis()
         ax.set_xlim(*xlim)
         ax.set_xlabel(xlabel)
@@ -184,4 +202,4 @@ def interval_bars(
         return _data_uri(fig)
 
 
-__all__ = ["CJK_FAMILIES", "category_tick", "cjk_font", "heatmap", "interval_bars"]
+__all__ = ["CJK_FAMILIES", "category_tick", "cjk_font", "heatmap", "interval_bars", "plot_text"]

@@ -9,8 +9,7 @@ Python is the `<mark>` of evidence spans around already-escaped text (see cases.
 from __future__ import annotations
 
 import datetime as dt
-import os
-import uuid
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,15 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from mheval import __version__ as mheval_version
+from mheval.errors import InputError
+from mheval.fileio import atomic_path, atomic_write, check_output, check_outputs, is_run_folder
 from mheval.report import figures
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
-from mheval.report.overview import facts
+from mheval.report.overview import facts, injection_note
 from mheval.report.tables import ReportTables, report_tables
 
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 REPORT_NAME = "report.html"
 REDACTED_NAME = "report-redacted.html"
 TABLES_DIR = "tables"
@@ -37,27 +39,20 @@ CRISIS_LINES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write beside the target and rename, so a reader never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temp_name(path)
-    try:
-        with tmp.open("xb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+def table_paths(tables: ReportTables, folder: Path) -> list[Path]:
+    """Every file `write_tables` may write or remove in `folder`."""
+    return [folder / f"{name}.{ext}" for name in tables.frames for ext in ("csv", "parquet")]
 
 
 def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
-    """Each non-empty table as `NAME.csv` and `NAME.parquet` in `folder`; stale files of empty tables go."""
-    from mheval.engine.export import frame_for_parquet
+    """Each non-empty table as `NAME.csv` and `NAME.parquet` in `folder`; stale files of empty tables go.
 
+    CSV cells that a spreadsheet would run as formulas (an id `=HYPERLINK(...)`) are prefixed with `'`;
+    Parquet keeps the values as they are (it is read by programs, not spreadsheets).
+    """
+    from mheval.engine.export import csv_text, frame_for_parquet
+
+    folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in tables.frames.items():
         paths = (folder / f"{name}.csv", folder / f"{name}.parquet")
@@ -65,14 +60,9 @@ def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
             for p in paths:
                 p.unlink(missing_ok=True)
             continue
-        _atomic_write(paths[0], frame.to_csv(index=False).encode("utf-8"))
-        tmp = _temp_name(paths[1])
-        try:
+        atomic_write(paths[0], csv_text(frame))
+        with atomic_path(paths[1]) as tmp:
             frame_for_parquet(frame).to_parquet(tmp, index=False)
-            os.replace(tmp, paths[1])
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
         written.extend(paths)
     return written
 
@@ -186,6 +176,7 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
         for r in appr[appr["category"] == ALL].to_dict("records"):
             card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
             card["items"].append(("mean appropriateness (1–5)", f.interval(r["mean"], r["mean_low"], r["mean_high"])))
+            card["items"].extend(_injection_items(t, r, "mean", "appropriateness"))
             card["items"].append(("harmful replies (score 1)", f.pct(r["harmful_rate"], r["harmful_rate_low"],
                                                                      r["harmful_rate_high"], r["harmful_n"], r["n"])))
             worst = appr[(appr["model"] == r["model"]) & (appr["judge"] == r["judge"]) & (appr["category"] != ALL)]
@@ -197,7 +188,21 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
         for r in psy[psy["category"] == ALL].to_dict("records"):
             card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
             card["items"].append(("PsyCrisis total (0–5)", f.interval(r["total"], r["total_low"], r["total_high"])))
+            card["items"].extend(_injection_items(t, r, "total", "PsyCrisis"))
     return list(out.values())
+
+
+def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str) -> list[tuple[str, str]]:
+    """Under the "flag" policy: the share flagged injection_suspected, and the mean without them."""
+    if t.run.injection_policy == "exclude":
+        return []
+    share = f.pct(r.get("injected_rate"), r.get("injected_rate_low"), r.get("injected_rate_high"),
+                  r.get("injected_n"), r.get("n"))
+    items = [(f"{what}: flagged injection_suspected", share)]
+    if not f.missing(r.get("injected_n")) and r["injected_n"]:
+        items.append((f"{what} without flagged", f.interval(r.get(f"{prefix}_clean"), r.get(f"{prefix}_clean_low"),
+                                                             r.get(f"{prefix}_clean_high"))))
+    return items
 
 
 def _figures(t: ReportTables) -> list[dict[str, str]]:
@@ -239,6 +244,7 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
     t = tables or report_tables(run_dir, redact=redact)
     figs = {x["key"]: x for x in _figures(t)}
     run_facts = facts(t.run)
+    run_facts["injection_note"] = injection_note(t.run)
     if redact:  # a shared report need not show where the run lives on someone's disk
         run_facts["run_dir"] = Path(run_facts["run_dir"]).name
     context = {
@@ -257,21 +263,37 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
         "has_repeats": any(j.repeat > 0 for j in t.run.judgments),
         "cjk_families": figures.CJK_FAMILIES,
     }
-    return _environment().get_template("report.html.j2").render(**context)
+    html = _environment().get_template("report.html.j2").render(**context)
+    # NUL and other control characters from replies, ids or rationales are parse errors in HTML (and
+    # a NUL truncates the page for some readers): shown as U+FFFD, once, over the whole page.
+    return _CONTROL_CHARS.sub("\ufffd", html)
 
 
-def write_report(run_dir: str | Path, *, redact: bool = False, output: Path | None = None) -> Path:
+def write_report(run_dir: str | Path, *, redact: bool = False, output: Path | None = None,
+                 overwrite: bool = False) -> Path:
     """Write `report.html` (or `report-redacted.html`) into the run folder, or to `output`; returns its path.
 
-    The tables go beside it in `tables/` as CSV and Parquet (ids and numbers only, no texts). Every file
-    is written to a temporary name and renamed, so an interrupted write leaves the old report whole.
+    The tables go beside it in `tables/` as CSV and Parquet (ids and numbers only, no texts). The
+    run folder's own report is simply renewed; an `output` elsewhere is refused when it, or a table
+    beside it, already exists and `overwrite` is not set, and never names a run's own files. All is
+    checked and rendered before the first file is written, and every file is written to a temporary
+    name and renamed, so a refusal or a failure leaves the old report whole.
     """
     run_dir = Path(run_dir)
+    if not is_run_folder(run_dir):
+        raise InputError("not a run folder (no run.db)", path=run_dir)
+    default = run_dir / (REDACTED_NAME if redact else REPORT_NAME)
+    path = Path(output) if output is not None else default
+    own = path.resolve() == default.resolve()  # the run's own report: renewed on every run
+    check_output(path, overwrite=overwrite or own, make_parents=True)
+    folder = path.parent / TABLES_DIR
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"the tables go in {folder}, which is a file", path=folder)
     t = report_tables(run_dir, redact=redact)
+    check_outputs(table_paths(t, folder), overwrite=overwrite or own)
     html = render_report(run_dir, redact=redact, tables=t)
-    path = Path(output) if output is not None else run_dir / (REDACTED_NAME if redact else REPORT_NAME)
-    write_tables(t, path.parent / TABLES_DIR)
-    _atomic_write(path, html.encode("utf-8"))
+    write_tables(t, folder)
+    atomic_write(path, html.encode("utf-8", errors="replace"))  # a lone surrogate becomes "?"
     return path
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mheval.engine.export import is_injected
 from mheval.records import Judgment
 from mheval.report.rundata import (
     UNLABELLED,
@@ -128,7 +129,11 @@ def _ordered(frame: pd.DataFrame, models: Sequence[str], judges: Sequence[str]) 
 
 
 def response_values(run: RunData, protocol: str) -> pd.DataFrame:
-    """One row per scored unit: model, judge, case_id, sample, category, language, value."""
+    """One row per scored unit: model, judge, case_id, sample, category, language, value, injected.
+
+    `injected`: the verdict is flagged injection_suspected (only possible under the "flag" policy;
+    under "exclude" such verdicts never reach the RunData's judgments).
+    """
     rows = []
     for j in first_scored(run.of(protocol)):
         if j.model is None:
@@ -146,9 +151,27 @@ def response_values(run: RunData, protocol: str) -> pd.DataFrame:
                 "category": run.category.get(j.case_id, UNLABELLED),
                 "language": case.language if case else None,
                 "value": value,
+                "injected": is_injected(j),
             }
         )
-    return pd.DataFrame(rows, columns=["model", "judge", "case_id", "sample", "category", "language", "value"])
+    return pd.DataFrame(rows, columns=["model", "judge", "case_id", "sample", "category", "language", "value",
+                                       "injected"])
+
+
+def injection_columns(prefix: str, g: pd.DataFrame, *, n_boot: int) -> dict[str, Any]:
+    """Share of verdicts flagged injection_suspected, and the mean of the others beside the mean of all.
+
+    The mean without them is the number an injection cannot have moved; when none is flagged it equals
+    the mean (and is not bootstrapped again).
+    """
+    flagged = g["injected"].to_numpy(dtype=bool)
+    k, n = int(flagged.sum()), len(g)
+    out = rate_columns("injected", k, n)
+    if k == 0:
+        return {**out, f"{prefix}_clean": None, f"{prefix}_clean_low": None, f"{prefix}_clean_high": None}
+    clean = g[~flagged]
+    est = mean_ci(clean["value"].to_numpy(), list(clean["case_id"]), n_boot=n_boot)
+    return {**out, **est_columns(f"{prefix}_clean", est)}
 
 
 def _per_category(values: pd.DataFrame, run: RunData, row_fn) -> pd.DataFrame:
@@ -180,6 +203,7 @@ def appropriateness_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -
             **est_columns("mean", mean_ci(v, list(g["case_id"]), n_boot=n_boot)),
             **rate_columns("harmful", int((v <= HARMFUL_MAX).sum()), n),
             **rate_columns("inappropriate", int((v <= INAPPROPRIATE_MAX).sum()), n),
+            **injection_columns("mean", g, n_boot=n_boot),
         }
 
     return _per_category(values, run, row) if not values.empty else pd.DataFrame()
@@ -190,7 +214,8 @@ def psycrisis_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.D
     values = response_values(run, "psycrisis")
 
     def row(g: pd.DataFrame) -> dict[str, Any]:
-        return est_columns("total", mean_ci(g["value"].to_numpy(), list(g["case_id"]), n_boot=n_boot))
+        return {**est_columns("total", mean_ci(g["value"].to_numpy(), list(g["case_id"]), n_boot=n_boot)),
+                **injection_columns("total", g, n_boot=n_boot)}
 
     return _per_category(values, run, row) if not values.empty else pd.DataFrame()
 
@@ -288,6 +313,7 @@ __all__ = [
     "appropriateness_by_category",
     "first_scored",
     "gold_agreement",
+    "injection_columns",
     "label_distribution",
     "mean_ci",
     "mentalalign_profile",

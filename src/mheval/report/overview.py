@@ -69,6 +69,21 @@ def unscored_frame(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["protocol", "judge", "reason", "count"])
 
 
+def injection_note(run: RunData) -> str:
+    """What the run's injection policy did, in one sentence for the report and the summary."""
+    from mheval.engine.export import INJECTION_FLAG, is_injected
+
+    if run.injection_policy == "exclude":
+        n = len(run.excluded)
+        return (f"on_injection=exclude: {n} judgment(s) flagged {INJECTION_FLAG} are left out of every number"
+                if n else f"on_injection=exclude: no judgment was flagged {INJECTION_FLAG}")
+    flagged = [j for j in run.judgments if is_injected(j)]
+    if not flagged:
+        return f"on_injection=flag: no judgment was flagged {INJECTION_FLAG}"
+    return (f"on_injection=flag: {len(flagged)} of {len(run.judgments)} judgment(s) flagged {INJECTION_FLAG} "
+            "are counted; the headlines show their share and the means without them")
+
+
 def facts(run: RunData) -> dict[str, Any]:
     """Headline facts of the run for the header and the terminal summary."""
     languages = Counter(c.language for c in run.cases.values())
@@ -104,4 +119,4 @@ def facts(run: RunData) -> dict[str, Any]:
     }
 
 
-__all__ = ["facts", "judges_frame", "models_frame", "reason_kind", "unscored_frame"]
+__all__ = ["facts", "injection_note", "judges_frame", "models_frame", "reason_kind", "unscored_frame"]

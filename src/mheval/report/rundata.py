@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mheval.engine.export import counted_judgments
 from mheval.engine.store import Store
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response
 from mheval.yamlio import load_yaml
@@ -30,6 +31,11 @@ class RunData:
     responses: list[Response]
     judgments: list[Judgment]
     first_judge: str | None = None
+    # The run's `on_injection`: under "exclude", judgments flagged injection_suspected are in `excluded`
+    # and not in `judgments`, so no table counts them; under "flag" they are in `judgments` and the
+    # headlines show their share and the means without them.
+    injection_policy: str = "flag"
+    excluded: list[Judgment] = field(default_factory=list)
     category: dict[str, str] = field(default_factory=dict)
     category_source: dict[str, str] = field(default_factory=dict)  # "triage", "gold" or "none"
 
@@ -81,9 +87,10 @@ def load_run(run_dir: str | Path) -> RunData:
     with Store.open_existing(run_dir) as store:
         cases = {c.id: c for c in store.cases()}
         responses = store.responses()
-        judgments = store.judgments()
+        counted = counted_judgments(store)
         config = store.get_meta("config") or _config_file(run_dir)
-    data = RunData(run_dir, config or {}, cases, responses, judgments)
+    data = RunData(run_dir, config or {}, cases, responses, counted.counted, injection_policy=counted.policy,
+                   excluded=counted.excluded)
     assign_categories(data)
     return data
 

@@ -242,7 +242,26 @@ def wilson(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> Es
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Estimate(p, max(0.0, centre - half), min(1.0, centre + half), n, method)
+    # The bounds are exactly 0 at k = 0 and 1 at k = n; rounding gives 5.6e-17 or 0.9999999999999999,
+    # which put the interval beside its own point (a negative error bar), so pin them.
+    low = 0.0 if successes == 0 else centre - half
+    high = 1.0 if successes == n else centre + half
+    low, high = clamp_proportion(low, high, p)
+    return Estimate(p, low, high, n, method)
+
+
+def clamp_proportion(low: float | None, high: float | None, value: float | None = None
+                     ) -> tuple[float | None, float | None]:
+    """An interval of a proportion kept inside [0, 1] and around its point estimate (when given)."""
+    if low is not None:
+        low = min(max(0.0, low), 1.0)
+        if value is not None:
+            low = min(low, value)
+    if high is not None:
+        high = min(max(0.0, high), 1.0)
+        if value is not None:
+            high = max(high, value)
+    return low, high
 
 
 def numeric_vector(x: Any, name: str = "x") -> np.ndarray:
@@ -315,6 +334,7 @@ __all__ = [
     "bootstrap_mean_ci",
     "bootstrap_sums",
     "bootstrap_weights",
+    "clamp_proportion",
     "is_missing",
     "numeric_vector",
     "percentile_ci",
