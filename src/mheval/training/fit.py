@@ -63,14 +63,16 @@ def fit_head(
     class_weight: str | None = "balanced",
     ngram: np.ndarray | None = None,
     ngram_weight: float = 1.0,
+    sample_weight: np.ndarray | None = None,
 ) -> LinearHead:
     """One head on all of (x, y). `strength` is C (classifier) or alpha (scorer); y holds label indices
-    (classifier) or scores (scorer); `ngram` marks hashed n-gram columns (features.ngram_columns)."""
+    (classifier) or scores (scorer); `ngram` marks hashed n-gram columns (features.ngram_columns);
+    `sample_weight` counts some rows less (distilled labels against human ones)."""
     linear_model, _ = _sklearn()
     with _one_thread():
         return _fit_head(
             linear_model, x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight,
-            ngram=ngram, ngram_weight=ngram_weight,
+            ngram=ngram, ngram_weight=ngram_weight, sample_weight=sample_weight,
         )  # fmt: skip
 
 
@@ -89,16 +91,18 @@ def _one_thread() -> Any:
 def _fit_head(
     linear_model: Any, x: np.ndarray, y: np.ndarray, *, kind: str, n_labels: int, strength: float,
     class_weight: str | None, ngram: np.ndarray | None = None, ngram_weight: float = 1.0,
+    sample_weight: np.ndarray | None = None,
 ) -> LinearHead:  # fmt: skip
     mean, scale = _scaling(x, ngram, ngram_weight)
     z = (x - mean) / scale
     if kind == "scorer":
-        model = linear_model.Ridge(alpha=strength).fit(z, y)
+        model = linear_model.Ridge(alpha=strength).fit(z, y, sample_weight=sample_weight)
         coef, intercept = model.coef_.reshape(1, -1), np.array([model.intercept_])
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # convergence chatter on tiny folds
-            model = linear_model.LogisticRegression(C=strength, max_iter=5000, class_weight=class_weight).fit(z, y)
+            model = linear_model.LogisticRegression(C=strength, max_iter=5000, class_weight=class_weight)
+            model.fit(z, y, sample_weight=sample_weight)
         coef = np.zeros((n_labels, x.shape[1]))
         intercept = np.full(n_labels, _MISSING_CLASS)
         present = model.classes_.astype(int)
@@ -179,6 +183,7 @@ class CrossValidated:
     predictions: np.ndarray  # out-of-fold: label indices or raw scores
     strengths: list[float]  # the value chosen inside each outer fold
     ngram_weights: list[float]  # the n-gram block weight chosen inside each outer fold
+    fold: np.ndarray | None = None  # the outer fold each row was held out in
 
 
 def cross_validate(
@@ -198,10 +203,12 @@ def cross_validate(
     """Out-of-fold predictions; with several grid values the choice is made inside each training fold
     (nested), so the figures are not flattered by the choice."""
     pred = np.zeros(len(y))
+    fold = np.zeros(len(y), dtype=int)
     chosen: list[float] = []
     chosen_weights: list[float] = []
     group_array = None if groups is None else np.asarray(groups)
-    for train, test in _splits(y, kind, folds, seed, groups):
+    for k, (train, test) in enumerate(_splits(y, kind, folds, seed, groups)):
+        fold[test] = k
         inner_groups = None if group_array is None else group_array[train]
         strength, weight = choose_strength(
             x[train],
@@ -223,7 +230,20 @@ def cross_validate(
         pred[test] = predict(head, x[test], kind)
         chosen.append(strength)
         chosen_weights.append(weight)
-    return CrossValidated(pred, chosen, chosen_weights)
+    return CrossValidated(pred, chosen, chosen_weights, fold)
+
+
+def fold_spread(values: Sequence[float]) -> dict[str, float]:
+    """Mean, sample standard deviation, min and max of one figure across folds."""
+    arr = np.asarray([v for v in values if v is not None], dtype=float)
+    if not len(arr):
+        return {}
+    return {
+        "mean": round(float(arr.mean()), 4),
+        "std": round(float(arr.std(ddof=1)) if len(arr) > 1 else 0.0, 4),
+        "min": round(float(arr.min()), 4),
+        "max": round(float(arr.max()), 4),
+    }
 
 
 # -- figures --------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline.embed import encoder_version
-from mheval.judges.offline.features import Item, featurize, ngram_columns, width
+from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns, width
 from mheval.judges.offline.trained import TrainedJudge
 from mheval.records import CRISIS_LABELS
 from mheval.suites.papers import SAFETY_LABELS
@@ -116,10 +116,25 @@ def fit_judge(
     meta = {**meta, "kind": kind, "labels": labels or None, "training": {**meta.get("training", {}), **params}}
     judge = TrainedJudge(head, meta, name=name or meta.get("name", ""))
     if kind == "classifier":
-        figures = fit.classifier_figures([labels[int(i)] for i in y], [labels[int(i)] for i in cv.predictions], labels)
+        gold = [labels[int(i)] for i in y]
+        pred = [labels[int(i)] for i in cv.predictions]
+        figures = fit.classifier_figures(gold, pred, labels)
+        per_fold = [
+            fit.classifier_figures([gold[i] for i in idx], [pred[i] for i in idx], labels)
+            for idx in (np.flatnonzero(cv.fold == k) for k in range(int(cv.fold.max()) + 1))  # type: ignore[union-attr]
+        ]
+        keys = ("weighted_f1", "kappa", "accuracy", "macro_f1")
     else:
         figures = fit.scorer_figures(y, judge._round(cv.predictions))
         figures["mae_unrounded"] = round(float(np.mean(np.abs(cv.predictions - y))), 4)
+        rounded = judge._round(cv.predictions)
+        per_fold = [
+            fit.scorer_figures(y[idx], rounded[idx])
+            for idx in (np.flatnonzero(cv.fold == k) for k in range(int(cv.fold.max()) + 1))  # type: ignore[union-attr]
+        ]
+        keys = ("mae", "spearman", "within_1")
+    # How much each figure moves from one held-out fold to the next: a mean alone hides that.
+    figures["across_folds"] = {key: fit.fold_spread([f[key] for f in per_fold]) for key in keys}
     judge.meta["figures"] = {"cross_validated": figures}
     return TrainResult(judge, figures, params, cv.predictions)
 
@@ -144,6 +159,37 @@ def default_blocks(has_case: bool, has_response: bool) -> list[str]:
     if has_response:
         return ["emb:response"]
     return ["emb:user"]
+
+
+FEATURE_SETS: dict[str, str] = {
+    "use": "Universal Sentence Encoder embeddings (the default; the cosines too when there is a case and a reply)",
+    "e5": "multilingual-e5-small embeddings + hashed n-grams (what the default offline judge reads; slower)",
+    "fast": "Universal Sentence Encoder embeddings + hashed n-grams (what offline:fast reads)",
+    "ngram": "hashed n-grams only (no encoder: fastest)",
+}
+"""Named feature sets for `features=`/`mheval train --features`; a list of blocks works too."""
+
+
+def feature_set(name: str, has_case: bool, has_response: bool) -> list[str]:
+    """The blocks of a named feature set for these text fields; a `+`- or comma-separated list of blocks
+    is taken as it is."""
+    if name not in FEATURE_SETS:
+        blocks = [b.strip() for b in name.replace(",", "+").split("+") if b.strip()]
+        for block in blocks:
+            try:
+                width(block)
+            except InputError as exc:
+                choices = [*FEATURE_SETS, *(exc.choices or [])]
+                raise InputError(f"unknown feature set or block {block!r}", field="features", choices=choices) from None
+        return blocks
+    texts = (["response"] if has_response else []) + (["context" if has_response else "user"] if has_case else [])
+    if name == "use":
+        return default_blocks(has_case, has_response)
+    if name == "e5":
+        return [f"e5:{t}" for t in texts] + [f"ngram:{texts[0]}"]
+    if name == "fast":
+        return [*default_blocks(has_case, has_response), f"ngram:{texts[0]}"]
+    return [f"ngram:{texts[0]}"]
 
 
 def _infer_protocol(kind: str, labels: Sequence[str], has_response: bool) -> str:
@@ -213,7 +259,7 @@ def train_judge(
     protocol: str | None = None,
     folds: int = 5,
     seed: int = 0,
-    features: Sequence[str] | None = None,
+    features: str | Sequence[str] | None = None,
     grid: Sequence[float] | None = None,
     group_field: str | None = None,
     class_weight: str | None = "balanced",
@@ -224,9 +270,11 @@ def train_judge(
 ) -> TrainResult:
     """Train a classifier (label_field) or scorer (score_field) on a JSONL/CSV file.
 
-    Figures are out-of-fold over `folds` stratified folds (grouped by `group_field` when given), with
-    the regularisation strength chosen inside each fold from `grid` (and, with `ngram:` feature blocks,
-    their weight from `ngram_weights`). Deterministic given `seed`.
+    Figures are out-of-fold over `folds` stratified folds (grouped by `group_field` when given: whole
+    groups are held out, in the outer and the inner folds), with the regularisation strength chosen
+    inside each fold from `grid` (and, with `ngram:` feature blocks, their weight from `ngram_weights`);
+    `figures["across_folds"]` gives their spread from fold to fold. `features` is a named set
+    (FEATURE_SETS: use, e5, fast, ngram) or a list of blocks. Deterministic given `seed`.
     """
     path = Path(path)
     if kind not in ("classifier", "scorer"):
@@ -250,7 +298,10 @@ def train_judge(
             raise InputError("a classifier needs at least two distinct labels", path=path, field=label_field)
     has_response = response_field is not None
     protocol = protocol or _infer_protocol(kind, labels or [], has_response)
-    blocks = list(features or default_blocks(case_field is not None, has_response))
+    if isinstance(features, str):
+        blocks = feature_set(features, case_field is not None, has_response)
+    else:
+        blocks = list(features or default_blocks(case_field is not None, has_response))
     for block in blocks:
         width(block)
     if kind == "scorer" and score_range is None:
@@ -259,7 +310,7 @@ def train_judge(
         "protocol": protocol,
         "target": "response" if has_response else "case",
         "features": blocks,
-        "encoder": encoder_version(),
+        "encoder": "; ".join(encoder_version(k) for k in encoders(blocks)) or "none",
         "text_fields": {"case": case_field, "response": response_field},
         "target_field": target_field,
         "score_range": list(score_range) if score_range else None,

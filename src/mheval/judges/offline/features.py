@@ -5,9 +5,11 @@ same code builds them at training and at judging time, so a saved judge sees exa
 trained on. Every block is a fixed-width slice of one float32 vector.
 
 Blocks:
-- `emb:user`, `emb:context`, `emb:last_user`, `emb:response`: the 512-d embedding of that text
+- `emb:user`, `emb:context`, `emb:last_user`, `emb:response`: the 512-d USE embedding of that text
   (see embed.py for how each text is cut to its budget).
-- `cos:A,B`: cosine of two of those embeddings (1 value).
+- `e5:user`, `e5:context`, `e5:last_user`, `e5:response`: the 384-d multilingual-e5-small embedding of
+  the same text (stronger, slower; embed.py).
+- `cos:A,B`: cosine of two of the USE embeddings (1 value).
 - `lex:triage`: log(1 + score) of the lexicon's six crisis labels over the user's turns (6).
 - `lex:psycrisis`: the lexicon's five PsyCrisis dimensions of the response, 0/1 (5).
 - `label:crisis`: one-hot of the crisis label given with the unit (7; all zero when none is known).
@@ -78,11 +80,14 @@ def text_of(kind: str, item: Item) -> str:
     raise InputError(f"unknown text {kind!r}", field="features", choices=TEXTS)
 
 
+ENCODER_OF_BLOCK: dict[str, embed.EncoderKind] = {"emb": "use", "e5": "e5"}
+
+
 def width(block: str) -> int:
     """How many values a block contributes; raises InputError for an unknown block."""
     kind, _, arg = block.partition(":")
-    if kind == "emb" and arg in TEXTS:
-        return embed.DIM
+    if kind in ENCODER_OF_BLOCK and arg in TEXTS:
+        return embed.DIMS[ENCODER_OF_BLOCK[kind]]
     if kind == "ngram" and arg in TEXTS:
         return NGRAM_BUCKETS
     if kind == "cos" and len(arg.split(",")) == 2 and all(a in TEXTS for a in arg.split(",")):
@@ -99,7 +104,11 @@ def width(block: str) -> int:
     raise InputError(
         f"unknown feature block {block!r}",
         field="features",
-        choices=[*(f"emb:{t}" for t in TEXTS), *(f"ngram:{t}" for t in TEXTS), "cos:A,B", *fixed],
+        choices=[
+            *(f"{k}:{t}" for k in ("emb", "e5", "ngram") for t in TEXTS),
+            "cos:A,B",
+            *fixed,
+        ],
     )
 
 
@@ -114,21 +123,34 @@ def ngram_columns(blocks: Sequence[str]) -> np.ndarray:
     return np.concatenate([np.full(width(b), is_ngram(b)) for b in blocks]) if blocks else np.zeros(0, dtype=bool)
 
 
-def needed_texts(blocks: Sequence[str], items: Sequence[Item]) -> list[str]:
-    """Every text the blocks will embed, in a stable order (duplicates removed)."""
-    kinds: list[str] = []
+def encoders(blocks: Sequence[str]) -> list[embed.EncoderKind]:
+    """The sentence encoders a list of blocks needs ("use", "e5"), in a stable order."""
+    kinds = [ENCODER_OF_BLOCK.get(b.partition(":")[0]) for b in blocks]
+    kinds += ["use" for b in blocks if b.startswith("cos:")]
+    return [k for k in ("use", "e5") if k in kinds]
+
+
+def needed_texts(blocks: Sequence[str], items: Sequence[Item]) -> dict[embed.EncoderKind, list[str]]:
+    """Every text each encoder will embed, in a stable order (duplicates removed)."""
+    wanted: dict[embed.EncoderKind, list[str]] = {}
     for block in blocks:
         kind, _, arg = block.partition(":")
-        if kind == "emb":
-            kinds.append(arg)
+        if kind in ENCODER_OF_BLOCK:
+            wanted.setdefault(ENCODER_OF_BLOCK[kind], []).append(arg)
         elif kind == "cos":
-            kinds.extend(arg.split(","))
-    kinds = list(dict.fromkeys(kinds))
-    return list(dict.fromkeys(text_of(k, item) for item in items for k in kinds))
+            wanted.setdefault("use", []).extend(arg.split(","))
+    return {
+        enc: list(dict.fromkeys(text_of(k, item) for item in items for k in dict.fromkeys(kinds)))
+        for enc, kinds in wanted.items()
+    }
 
 
-def assemble(blocks: Sequence[str], items: Sequence[Item], vectors: Callable[[str], np.ndarray]) -> np.ndarray:
-    """The (n, width) feature matrix; `vectors(text)` returns a text's embedding (from a batch already run)."""
+Vectors = Callable[[str, str], np.ndarray]
+"""(encoder kind, text) -> that text's embedding, from batches already run."""
+
+
+def assemble(blocks: Sequence[str], items: Sequence[Item], vectors: Vectors) -> np.ndarray:
+    """The (n, width) feature matrix; `vectors(encoder, text)` returns a text's embedding."""
     total = sum(width(b) for b in blocks)
     out = np.zeros((len(items), total), dtype=np.float32)
     for row, item in enumerate(items):
@@ -141,32 +163,32 @@ def assemble(blocks: Sequence[str], items: Sequence[Item], vectors: Callable[[st
 
 
 def featurize(blocks: Sequence[str], items: Sequence[Item], encoder: embed.Encoder | None = None) -> np.ndarray:
-    """Features of many items with one batched encoder call (the encoder loads only if a block embeds)."""
-    texts = needed_texts(blocks, items)
-    lookup: dict[str, np.ndarray] = {}
-    if texts:
-        enc = encoder or embed.get_encoder()
-        lookup = dict(zip(texts, enc.encode(texts), strict=True))
-    return assemble(blocks, items, lookup.__getitem__)
+    """Features of many items, one batched call per encoder (an encoder loads only if a block needs it).
+    `encoder` replaces the process-wide encoder of its kind."""
+    lookup: dict[tuple[str, str], np.ndarray] = {}
+    for kind, texts in needed_texts(blocks, items).items():
+        enc = encoder if encoder is not None and encoder.kind == kind else embed.get_encoder(kind)
+        lookup.update(((kind, t), v) for t, v in zip(texts, enc.encode(texts), strict=True))
+    return assemble(blocks, items, lambda kind, text: lookup[kind, text])
 
 
 async def afeaturize(blocks: Sequence[str], items: Sequence[Item]) -> np.ndarray:
-    """`featurize` for use inside the event loop: concurrent callers share the encoder's batches."""
-    texts = needed_texts(blocks, items)
-    lookup: dict[str, np.ndarray] = {}
-    if texts:
-        lookup = dict(zip(texts, await embed.get_encoder().aencode(texts), strict=True))
-    return assemble(blocks, items, lookup.__getitem__)
+    """`featurize` for use inside the event loop: concurrent callers share the encoders' batches."""
+    lookup: dict[tuple[str, str], np.ndarray] = {}
+    for kind, texts in needed_texts(blocks, items).items():
+        vectors = await embed.get_encoder(kind).aencode(texts)
+        lookup.update(((kind, t), v) for t, v in zip(texts, vectors, strict=True))
+    return assemble(blocks, items, lambda kind, text: lookup[kind, text])
 
 
-def _block(block: str, item: Item, vectors: Callable[[str], np.ndarray]) -> np.ndarray | list[float]:
+def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]:
     kind, _, arg = block.partition(":")
-    if kind == "emb":
-        return vectors(text_of(arg, item))
+    if kind in ENCODER_OF_BLOCK:
+        return vectors(ENCODER_OF_BLOCK[kind], text_of(arg, item))
     if kind == "ngram":
         return ngram_vector(text_of(arg, item))
     if kind == "cos":
-        a, b = (vectors(text_of(k, item)) for k in arg.split(","))
+        a, b = (vectors("use", text_of(k, item)) for k in arg.split(","))
         return [float(np.dot(a, b))]  # the encoder's vectors are unit length
     if block == "lex:triage":
         result = triage([t.content for t in item.case.turns if t.role == "user"], DEFAULT_LEXICON)

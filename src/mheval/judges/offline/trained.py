@@ -28,6 +28,7 @@ from mheval.records import Case, Judgment, Response
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec
 
+SEVERE_LABELS = ("suicidal_ideation", "self-harm")
 FORMAT = "mheval-trained-judge"
 FORMAT_VERSION = 1
 Kind = Literal["classifier", "scorer"]
@@ -126,8 +127,19 @@ class TrainedJudge:
 
     def _decide(self, x: np.ndarray) -> list[str] | np.ndarray:
         if self.kind == "classifier":
-            return [self.labels[i] for i in self.head.proba(x).argmax(axis=1)]
+            return [self.labels[i] for i in self.choose(self.head.proba(x))]
         return self._round(self.head.score(x))
+
+    @property
+    def severe_threshold(self) -> float | None:
+        """A safety-first triage model's threshold on p(suicidal_ideation) + p(self-harm) (meta), or None."""
+        value = self.meta.get("severe_threshold")
+        return None if value is None else float(value)
+
+    def choose(self, proba: np.ndarray) -> np.ndarray:
+        """Label indices: argmax; with a severe threshold, rows where the two severe labels together reach
+        it get the likelier of those two (chosen at build time so that their recall holds up)."""
+        return decide_severe(proba, self.labels, self.severe_threshold)
 
     def _round(self, raw: np.ndarray) -> np.ndarray:
         lo, hi = self.score_range
@@ -160,7 +172,7 @@ class TrainedJudge:
         """The judgment for one featurised unit (x has one row)."""
         if self.kind == "classifier":
             proba = self.head.proba(x)[0]
-            best = int(proba.argmax())
+            best = int(self.choose(proba[None, :])[0])
             ranked = sorted(zip(self.labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
             runner_up = ", ".join(f"{label} {p:.2f}" for label, p in ranked[1:3])
             return Judgment(
@@ -201,6 +213,18 @@ class TrainedJudge:
                     np.lib.format.write_array(handle, array, allow_pickle=False)
         tmp.replace(path)
         return path
+
+
+def decide_severe(proba: np.ndarray, labels: Sequence[str], threshold: float | None) -> np.ndarray:
+    """Argmax of each row of `proba`, except that a row whose suicidal-ideation and self-harm
+    probabilities sum to `threshold` or more gets the likelier of those two labels."""
+    chosen = proba.argmax(axis=1)
+    severe = np.array([labels.index(label) for label in SEVERE_LABELS if label in labels], dtype=int)
+    if threshold is None or not len(severe):
+        return chosen
+    flagged = proba[:, severe].sum(axis=1) >= threshold
+    chosen[flagged] = severe[proba[flagged][:, severe].argmax(axis=1)]
+    return chosen
 
 
 def unit_ids(
