@@ -1,3 +1,57 @@
-"""mheval: how safely and how well language models respond in mental-health and crisis conversations."""
+"""mheval: how safely and how well language models respond in mental-health and crisis conversations.
+
+The public API (see docs/python-api.md):
+
+- `evaluate(suite | cases, models=..., judges=..., protocols=..., out=..., **options) -> EvalResults`,
+  and `evaluate_async` for async code;
+- `open_run(path) -> EvalResults` reopens a run folder;
+- `agree(labels, run=...)`: can the judge be trusted against human raters?
+- `report(run)` writes the HTML report.
+
+The names load on first use, so `import mheval` stays quick for the command line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from mheval.api import EvalResults, agree, evaluate, evaluate_async, open_run, report
+    from mheval.config import RunConfig
+    from mheval.errors import InputError
+    from mheval.records import Case, Judgment, Response, Turn
+    from mheval.suites import Suite
+
+_PUBLIC = {
+    "evaluate": "mheval.api",
+    "evaluate_async": "mheval.api",
+    "open_run": "mheval.api",
+    "agree": "mheval.api",
+    "report": "mheval.api",
+    "EvalResults": "mheval.api",
+    "RunConfig": "mheval.config",
+    "InputError": "mheval.errors",
+    "Case": "mheval.records",
+    "Turn": "mheval.records",
+    "Response": "mheval.records",
+    "Judgment": "mheval.records",
+    "Suite": "mheval.suites",
+}
+
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mheval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from mheval.errors import InputError
 
@@ -76,40 +77,30 @@ def main() -> None:
     try:
         app()
     except InputError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        # The message quotes the user's data (ids, labels, paths) and our own bracketed text
+        # (`pip install 'mheval[local]'`, `[seeker]`): as a Text it prints as written, never read as
+        # rich markup or :emoji: codes.
+        err.print(Text.assemble(("error:", "bold red"), " ", str(exc)), soft_wrap=True)
         sys.exit(2)
 
 
 def _config(config: Path | None, out_dir: Path | None, **flags: Any) -> Any:
     """Base config (file, or the run folder's own config.yaml when resuming/extending), then flags."""
-    from mheval.config import build_config, load_config
+    from mheval.api import resolve_config
 
-    overrides = {k: v for k, v in flags.items() if v is not None and v != []}
-    if out_dir is not None:
-        overrides["out"] = str(out_dir)
-    if config is not None:
-        return load_config(config, overrides)
-    if out_dir is not None and (out_dir / "config.yaml").is_file():
-        return load_config(out_dir / "config.yaml", overrides)
-    return build_config(overrides)
+    return resolve_config(config, {**flags, "out": str(out_dir) if out_dir is not None else None})
 
 
 def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | None = None) -> None:
-    import asyncio
+    from mheval.api import evaluate
 
-    from mheval.engine.runner import execute, plan_run
-    from mheval.suites.responses import read_responses
-
-    extra = read_responses(responses) if responses is not None else None
-    plan = plan_run(cfg, stages, extra)  # validates everything before anything is written
-    show = not quiet and err.is_terminal
-    if show:
+    if not quiet and err.is_terminal:
         from mheval.progress import RichProgress
 
         with RichProgress(err) as progress:
-            result = asyncio.run(execute(plan, progress))
+            result = evaluate(config=cfg, stages=stages, responses=responses, progress=progress)
     else:
-        result = asyncio.run(execute(plan))
+        result = evaluate(config=cfg, stages=stages, responses=responses)
     counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
     err.print(
         f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
@@ -122,11 +113,11 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         err.print(f"redone because their inputs changed: {describe_redone(result.redone)}",
                   highlight=False, markup=False)
     _print_summary(result.run_dir)
-    out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
+    out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
         from mheval.report.html import write_report
 
-        out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, soft_wrap=True)
+        out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, markup=False, soft_wrap=True)
     except Exception as exc:
         err.print(f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} "
                   "(try `mheval report RUN`)", highlight=False)
@@ -262,9 +253,9 @@ def import_(
     from mheval.analysis.importer import import_published
 
     result = import_published(source, path, out_dir)
-    err.print(result.summary(), highlight=False, soft_wrap=True)
+    err.print(result.summary(), highlight=False, markup=False, soft_wrap=True)
     _print_summary(result.run_dir)
-    out.print(f"results: {result.run_dir.resolve()}", highlight=False, soft_wrap=True)
+    out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -306,7 +297,7 @@ def report(
     from mheval.report.html import write_report
 
     path = write_report(run_dir, redact=redact, output=output, overwrite=overwrite)
-    out.print(f"report: {path.resolve()}", highlight=False, soft_wrap=True)
+    out.print(f"report: {path.resolve()}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -334,11 +325,12 @@ def _print_frame(frame: Any, title: str, format: str) -> None:
     elif format == "csv":
         print(frame.to_csv(index=False), end="")
     elif format == "table":
-        table = Table(title=title)
+        # rich reads str cells and titles as markup and :emoji: codes; data goes in as Text, read as written
+        table = Table(title=Text(title))
         for col in frame.columns:
-            table.add_column(str(col), overflow="fold")
+            table.add_column(Text(str(col)), overflow="fold")
         for row in frame.itertuples(index=False):
-            table.add_row(*("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in row))
+            table.add_row(*(Text("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
         out.print(table)
     else:
         raise InputError(f"unknown format {format!r}", field="format", choices=("table", "json", "csv"))
@@ -363,15 +355,12 @@ def agree(
     format: FormatOpt = "table",
 ) -> None:
     """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
-    from mheval.analysis import agreement_report, load_human_labels
-    from mheval.analysis.judgments import load_judgments
+    from mheval.api import agree as agree_with_humans
 
     if format not in REPORT_FORMATS:
         raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
-    human = load_human_labels(labels, field=field)
-    judge_frame = load_judgments(run_dir=run_dir, path=judgments, protocol=protocol)
-    report = agreement_report(human, judge_frame, dimension=dimension, protocol=protocol,
-                              unit=unit, leave_own_model_out=leave_own_model_out)
+    report = agree_with_humans(labels, run=run_dir, judgments=judgments, protocol=protocol, dimension=dimension,
+                               field=field, unit=unit, leave_own_model_out=leave_own_model_out)
     if format == "json":
         print(report.to_json())
     elif format == "csv":
@@ -413,6 +402,8 @@ def train(
     folds: Annotated[int, typer.Option(help="Cross-validation folds for the printed figures.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed (training is deterministic given it).")] = 0,
     group_field: Annotated[str | None, typer.Option(help="Keep rows sharing this value in one fold.")] = None,
+    features: Annotated[str, typer.Option(help="Feature set: use, e5 (as `offline`), fast (as `offline:fast`), "
+                                               "ngram, or blocks joined by + (e.g. e5:user+ngram:user).")] = "use",
     finetune: Annotated[Path | None, typer.Option(
         "--finetune", metavar="MODEL_DIR", help="Fine-tune this local transformer model folder as a classifier "
                                                 "instead (needs mheval[finetune]; nothing is downloaded).")] = None,
@@ -437,16 +428,16 @@ def train(
             data, model_dir=finetune, text_fields=text_field, label_field=label_field, protocol=protocol,
             folds=folds, seed=seed, epochs=epochs, learning_rate=learning_rate, batch_size=batch_size,
             max_length=max_length, group_field=group_field, command=command,
-            log=lambda line: err.print(line, highlight=False),
+            log=lambda line: err.print(line, highlight=False, markup=False),
         )
     else:
         result = train_judge(
             data, text_fields=text_field, label_field=label_field, score_field=score_field, kind=kind,  # type: ignore[arg-type]
-            protocol=protocol, folds=folds, seed=seed, group_field=group_field, command=command,
+            protocol=protocol, folds=folds, seed=seed, group_field=group_field, command=command, features=features,
         )
     result.judge.save(output)
     print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False, default=str))
-    err.print(f"judge saved: {output.resolve()} (use it as --judge {output})", highlight=False)
+    err.print(f"judge saved: {output.resolve()} (use it as --judge {output})", highlight=False, markup=False)
 
 
 # -- catalogues -----------------------------------------------------------------------------------
@@ -457,7 +448,7 @@ def suites_list() -> None:
 
     table = Table("name", "description")
     for name, description in list_suites():
-        table.add_row(name, description)
+        table.add_row(Text(name), Text(description))
     out.print(table)
 
 
@@ -473,7 +464,7 @@ def suites_show(
 
     suite = load_suite(name)
     cases = suite.cases
-    out.print(f"[bold]{suite.name}[/]: {suite.description}", highlight=False)
+    out.print(Text.assemble((suite.name, "bold"), ": ", suite.description))
     out.print(f"{len(cases)} cases, {len(suite.responses)} responses", highlight=False)
     for title, counter in (
         ("language", Counter(c.language for c in cases)),
@@ -481,12 +472,13 @@ def suites_show(
         ("locale", Counter(c.locale or "-" for c in cases)),
         ("turns", Counter("multi-turn" if len(c.turns) > 1 else "single" for c in cases)),
     ):
-        out.print(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False)
+        out.print(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False,
+                  markup=False)
     out.print(f"[dim]{CONTENT_NOTE}[/]")
     for case in cases[:limit]:
-        out.print(f"\n[bold]{case.id}[/] ({case.language}, {case.locale}, {case.crisis_label})", highlight=False)
+        out.print(Text.assemble("\n", (case.id, "bold"), f" ({case.language}, {case.locale}, {case.crisis_label})"))
         for turn in case.turns:
-            out.print(f"  {turn.role}: {turn.content}", highlight=False, soft_wrap=True)
+            out.print(Text(f"  {turn.role}: {turn.content}"), soft_wrap=True)
 
 
 @protocols_app.command("list")
@@ -497,7 +489,7 @@ def protocols_list() -> None:
     table = Table("id", "judges", "kind", "output", "paper")
     for p in list_protocols():
         output = ", ".join(p.labels or p.dimensions)
-        table.add_row(p.id, p.target, p.kind, output, p.paper)
+        table.add_row(*(Text(str(v)) for v in (p.id, p.target, p.kind, output, p.paper)))
     out.print(table)
 
 
@@ -514,8 +506,9 @@ def protocols_show(
     if protocol_id not in known and not Path(protocol_id).is_file():
         raise InputError(f"unknown protocol {protocol_id!r}", choices=known)
     spec = load_protocol(protocol_id)
-    out.print(f"[bold]{spec.id}[/]: {spec.title}\n{spec.paper}", highlight=False)
-    out.print(f"judges the {spec.target}; kind {spec.kind}; " + ", ".join(spec.labels or spec.dimensions))
+    out.print(Text.assemble((spec.id, "bold"), f": {spec.title}\n{spec.paper}"))
+    out.print(f"judges the {spec.target}; kind {spec.kind}; " + ", ".join(spec.labels or spec.dimensions),
+              markup=False)
     example = {
         "en": "I haven't slept in days and everything feels pointless.",
         "zh": "我好几天没睡着了，觉得一切都没有意义。",

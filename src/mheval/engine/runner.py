@@ -17,14 +17,15 @@ written, so bad input never leaves a half-made run folder.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mheval.config import STAGES, RunConfig
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
@@ -57,6 +58,8 @@ from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
 from mheval.suites import Suite, load_suite
+
+T = TypeVar("T")
 
 
 class ProgressSink(Protocol):
@@ -105,11 +108,15 @@ class RunResult:
 
 
 def plan_run(
-    config: RunConfig, stages: Iterable[str] = STAGES, extra_responses: list[Response] | None = None
+    config: RunConfig,
+    stages: Iterable[str] = STAGES,
+    extra_responses: list[Response] | None = None,
+    suite: Suite | None = None,
 ) -> RunPlan:
     """Resolve and validate everything; raises InputError before any file is written.
 
     `extra_responses` are replies made elsewhere (`mheval judge --responses`); they join the suite's own.
+    `suite` is one already in memory (the Python API's list of cases); by default `config.suite` is loaded.
     """
     stages = tuple(stages)
     for stage in stages:
@@ -130,7 +137,12 @@ def plan_run(
         missing = spec.missing_key()
         if missing:
             raise InputError(f"model {spec.name} needs an API key: set the environment variable {missing}")
-    suite = load_suite(config.suite, limit=config.limit)
+    if suite is None:
+        suite = load_suite(config.suite, limit=config.limit)
+    elif config.limit is not None:
+        keep = {c.id for c in suite.cases[: config.limit]}
+        suite = Suite(suite.name, suite.description, [c for c in suite.cases if c.id in keep],
+                      [r for r in suite.responses if r.case_id in keep])  # fmt: skip
     if extra_responses:
         ids = {c.id for c in suite.cases}
         unknown = sorted({r.case_id for r in extra_responses} - ids)
@@ -199,7 +211,18 @@ def _check_ray(config: RunConfig, model_specs: list[str]) -> None:
 
 def run(config: RunConfig, stages: Iterable[str] = STAGES, progress: ProgressSink | None = None) -> RunResult:
     plan = plan_run(config, stages)
-    return asyncio.run(execute(plan, progress))
+    return run_coroutine(execute(plan, progress))
+
+
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to the end from synchronous code, also where an event loop is already running (a
+    Jupyter cell): there it runs on a loop of its own in a worker thread, and this call waits for it."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mheval") as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunResult:

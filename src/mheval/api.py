@@ -1,0 +1,287 @@
+"""The Python API: what the `mheval` command does, callable from a script, a notebook or another harness.
+
+    import mheval
+    results = mheval.evaluate(
+        cases=[{"id": "a", "text": "I can't see a way forward anymore."}],
+        models=["vllm/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1"],
+        judges=["offline"],
+        protocols=["crisis-triage", "psycrisis"],
+    )
+    results.summary          # one row per protocol x model: the headline figures
+    results.judgments        # every judgment, one row each (a pandas DataFrame)
+
+Everything is checked before anything is written (as on the command line), the same call again resumes
+and makes no model call for finished work, and `evaluate` also works inside a running event loop (a
+Jupyter cell); `evaluate_async` is the same for async code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mheval.config import STAGES, RunConfig, build_config, load_config
+from mheval.engine.runner import ProgressSink, execute, plan_run, run_coroutine
+from mheval.engine.store import Store
+from mheval.errors import InputError
+from mheval.records import Case, Response
+from mheval.suites import Suite
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mheval.analysis.agree import AgreementReport
+
+CaseLike = Case | Mapping[str, Any]
+SuiteLike = str | Suite | Sequence[CaseLike]
+
+
+@dataclass
+class EvalResults:
+    """A run folder's results. The tables are read from the folder when first asked for."""
+
+    run_dir: Path
+    config: RunConfig
+    counts: dict[str, int] = field(default_factory=dict)
+    # What this call did (zero for a run reopened with `open_run`).
+    model_calls: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    # Units done again because what decided them changed, by the component that changed.
+    redone: dict[str, int] = field(default_factory=dict)
+    # Units that failed at the provider; calling `evaluate` again retries them.
+    provider_errors: int = 0
+
+    def _read(self, table: str) -> pd.DataFrame:
+        from mheval.engine.export import table_frame
+
+        with Store.open_existing(self.run_dir) as store:
+            return table_frame(store, table)
+
+    @cached_property
+    def cases(self) -> pd.DataFrame:
+        """One row per case."""
+        return self._read("cases")
+
+    @cached_property
+    def responses(self) -> pd.DataFrame:
+        """One row per response (model x case x sample), failed calls included with their error."""
+        return self._read("responses")
+
+    @cached_property
+    def judgments(self) -> pd.DataFrame:
+        """One row per judgment; `status` is `ok` or `unscored` with its `reason`."""
+        return self._read("judgments")
+
+    @cached_property
+    def summary(self) -> pd.DataFrame:
+        """The headline figures (what `mheval summary` prints), one row per protocol and model."""
+        from mheval.report.tables import summary_frame
+
+        with Store.open_existing(self.run_dir) as store:
+            return summary_frame(store)
+
+    @cached_property
+    def cost_usd(self) -> float:
+        """What the run's model calls cost in all, by the price table (0 for local models)."""
+        with Store.open_existing(self.run_dir) as store:
+            spent = sum(r.usage.cost_usd for r in store.responses())
+            return spent + sum(j.usage.cost_usd for j in store.iter_judgments())
+
+    def report(self, output: str | Path | None = None, *, redact: bool = False, overwrite: bool = False) -> Path:
+        """Write the HTML report (see `mheval.report`)."""
+        return report(self.run_dir, output=output, redact=redact, overwrite=overwrite)
+
+
+def evaluate(
+    suite: SuiteLike | None = None,
+    *,
+    cases: Sequence[CaseLike] | None = None,
+    models: Sequence[str] | str | None = None,
+    judges: Sequence[str] | str | None = None,
+    protocols: Sequence[str] | str | None = None,
+    out: str | Path | None = None,
+    stages: Sequence[str] = STAGES,
+    responses: Sequence[Response | Mapping[str, Any]] | str | Path | None = None,
+    config: RunConfig | str | Path | None = None,
+    progress: ProgressSink | None = None,
+    **options: Any,
+) -> EvalResults:
+    """Evaluate models on a suite: triage the cases, generate replies, judge them; returns the results.
+
+    `suite` is a built-in name (`"crisis-core"`), `"FORMAT:PATH"`, a `Suite`, or a list of `Case` or
+    dicts (`id`, `text` or `turns`, optional `language`, `crisis_label`, `locale`, `response`); `cases=`
+    is the same as a list. `models`, `judges` and `protocols` are specs as on the command line. `out` is
+    the run folder (default `runs/<suite>-<hash>`); when it already holds a run, its own config is the
+    base and what is given here changes it. `config` is a `RunConfig` or a YAML file; any other keyword
+    is a `RunConfig` field (samples, repeats, limit, concurrency, max_tokens, grounding, on_injection, ...).
+    `stages` picks some of triage, generate and judge. `responses` are replies made elsewhere, to judge.
+
+    Raises `mheval.InputError` for bad input, before anything is written. Works inside a running event
+    loop too (it then runs on a loop of its own in a worker thread).
+    """
+    return run_coroutine(
+        evaluate_async(suite, cases=cases, models=models, judges=judges, protocols=protocols, out=out,
+                       stages=stages, responses=responses, config=config, progress=progress, **options)
+    )  # fmt: skip
+
+
+async def evaluate_async(
+    suite: SuiteLike | None = None,
+    *,
+    cases: Sequence[CaseLike] | None = None,
+    models: Sequence[str] | str | None = None,
+    judges: Sequence[str] | str | None = None,
+    protocols: Sequence[str] | str | None = None,
+    out: str | Path | None = None,
+    stages: Sequence[str] = STAGES,
+    responses: Sequence[Response | Mapping[str, Any]] | str | Path | None = None,
+    config: RunConfig | str | Path | None = None,
+    progress: ProgressSink | None = None,
+    **options: Any,
+) -> EvalResults:
+    """`evaluate` for async code: `await mheval.evaluate_async(...)`."""
+    if suite is not None and cases is not None:
+        raise InputError("give either a suite or cases, not both", field="cases")
+    given = suite if suite is not None else cases
+    in_memory = _suite_in_memory(given)
+    overrides = {
+        **options,
+        "models": _listed(models),
+        "judges": _listed(judges),
+        "protocols": _listed(protocols),
+        "out": str(out) if out is not None else None,
+        "suite": in_memory.name if in_memory is not None else given,
+    }
+    run_config = resolve_config(config, overrides)
+    extra = _responses(responses)
+    plan = plan_run(run_config, tuple(stages), extra, suite=in_memory)
+    result = await execute(plan, progress)
+    return EvalResults(
+        run_dir=result.run_dir,
+        config=run_config,
+        counts=result.counts,
+        model_calls=result.model_calls,
+        cache_hits=result.cache_hits,
+        seconds=result.seconds,
+        redone=result.redone,
+        provider_errors=result.provider_errors,
+    )
+
+
+def resolve_config(config: RunConfig | str | Path | None, overrides: Mapping[str, Any]) -> RunConfig:
+    """The run's config: `config` (a RunConfig or YAML file), else the run folder's own config.yaml when
+    `out` names an existing run, else the defaults; then every override that is not None."""
+    given = {k: v for k, v in overrides.items() if v is not None and v != []}
+    if isinstance(config, RunConfig):
+        return build_config({**config.model_dump(), **given})
+    if config is not None:
+        return load_config(config, given)
+    out = given.get("out")
+    if out is not None and (Path(out) / "config.yaml").is_file():
+        return load_config(Path(out) / "config.yaml", given)
+    return build_config(given)
+
+
+def open_run(path: str | Path) -> EvalResults:
+    """Reopen a run folder: its config, counts and tables, as `evaluate` returned them."""
+    run_dir = Path(path)
+    with Store.open_existing(run_dir) as store:
+        stored = store.get_meta("config")
+        counts = {t: store.count(t) for t in ("cases", "responses", "judgments")}
+        provider_errors = store.provider_errors()
+    config = build_config(stored, source=run_dir / "run.db") if stored else RunConfig(out=str(run_dir))
+    return EvalResults(run_dir=run_dir, config=config, counts=counts, provider_errors=provider_errors)
+
+
+def agree(
+    labels: str | Path | pd.DataFrame,
+    *,
+    run: str | Path | None = None,
+    judgments: str | Path | pd.DataFrame | None = None,
+    protocol: str | None = None,
+    dimension: str | None = None,
+    field: str | None = None,
+    unit: str = "item",
+    leave_own_model_out: bool = False,
+) -> AgreementReport:
+    """Human-vs-human agreement and each judge's agreement with the humans, with verdicts.
+
+    `labels` is a human-labels file (CSV/JSONL, long or wide) or a DataFrame of it; the judgments come
+    from a run folder (`run=`) or a judgments export (`judgments=`, a file or DataFrame). The report's
+    `to_json()`, `to_csv()` and `to_rich_table()` give it as the command line prints it.
+    """
+    import pandas as pd
+
+    from mheval.analysis import agreement_report, load_human_labels
+    from mheval.analysis.judgments import load_judgments
+
+    human = labels if isinstance(labels, pd.DataFrame) else load_human_labels(labels, field=field)
+    if isinstance(judgments, pd.DataFrame):
+        if run is not None:
+            raise InputError("give either run= or judgments=, not both", field="judgments")
+        judge_frame: pd.DataFrame | None = judgments
+    else:
+        judge_frame = load_judgments(run_dir=run, path=judgments, protocol=protocol)
+    return agreement_report(human, judge_frame, dimension=dimension, protocol=protocol, unit=unit,
+                            leave_own_model_out=leave_own_model_out)  # fmt: skip
+
+
+def report(
+    run: str | Path | EvalResults, output: str | Path | None = None, *, redact: bool = False, overwrite: bool = False
+) -> Path:
+    """Write a run's self-contained HTML report (and its tables beside it); returns the report's path.
+
+    By default it is `report.html` in the run folder (renewed each time); an `output` elsewhere is never
+    written over an existing file unless `overwrite` is set.
+    """
+    from mheval.report.html import write_report
+
+    run_dir = run.run_dir if isinstance(run, EvalResults) else Path(run)
+    return write_report(run_dir, redact=redact, output=Path(output) if output is not None else None,
+                        overwrite=overwrite)  # fmt: skip
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _listed(value: Sequence[str] | str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _suite_in_memory(given: SuiteLike | None) -> Suite | None:
+    """A Suite for cases given in memory (None for a suite named by a string)."""
+    if given is None or isinstance(given, str):
+        return None
+    if isinstance(given, Suite):
+        return given
+    from mheval.suites.readers import read_rows
+
+    rows = [c.model_dump() if isinstance(c, Case) else dict(c) for c in given]
+    if not rows:
+        raise InputError("no cases given", field="cases")
+    for row in rows:
+        if "turns" in row and row.get("text") is None:
+            row.pop("text", None)
+    loaded_cases, loaded_responses = read_rows(rows, Path("<cases>"))
+    # Named by its case ids: the same cases (even edited) come back to the same folder and resume there.
+    ids = json.dumps(sorted(c.id for c in loaded_cases))
+    name = "cases-" + hashlib.sha256(ids.encode("utf-8")).hexdigest()[:8]
+    return Suite(name, f"{len(loaded_cases)} cases given in Python", loaded_cases, loaded_responses)
+
+
+def _responses(given: Sequence[Response | Mapping[str, Any]] | str | Path | None) -> list[Response] | None:
+    if given is None:
+        return None
+    if isinstance(given, str | Path):
+        from mheval.suites.responses import read_responses
+
+        return read_responses(given)
+    return [r if isinstance(r, Response) else Response.model_validate(dict(r)) for r in given]
