@@ -41,7 +41,22 @@ _PUBLIC = {
     "Suite": "mheval.suites",
 }
 
-__all__ = ["__version__", *_PUBLIC]
+__all__ = [
+    "Case",
+    "EvalResults",
+    "InputError",
+    "Judgment",
+    "Response",
+    "RunConfig",
+    "Suite",
+    "Turn",
+    "__version__",
+    "agree",
+    "evaluate",
+    "evaluate_async",
+    "open_run",
+    "report",
+]
 
 
 def __getattr__(name: str) -> Any:
