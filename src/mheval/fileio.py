@@ -119,9 +119,12 @@ def csv_safe(value: Any) -> Any:
 
 def csv_safe_frame(frame: Any) -> Any:
     """A copy of a DataFrame with every text cell passed through `csv_safe` (number columns untouched)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
     out = frame.copy()
     for col in out.columns:
-        if out[col].dtype == object or str(out[col].dtype).startswith("string"):
+        # object, "str" (pandas 3) and categorical columns may hold text; number columns cannot
+        if not (is_numeric_dtype(out[col]) or is_bool_dtype(out[col])):
             out[col] = out[col].map(csv_safe)
     return out
 

@@ -12,7 +12,11 @@ from mheval.errors import InputError
 def load_judgments(
     *, run_dir: str | Path | None = None, path: str | Path | None = None, protocol: str | None = None
 ) -> pd.DataFrame | None:
-    """The judgments table (columns of `mheval export --table judgments`), or None when neither is given."""
+    """The judgments table (columns of `mheval export --table judgments`), or None when neither is given.
+
+    From a run folder, the judgments are those the run's injection policy counts (under
+    `on_injection: exclude` the ones flagged injection_suspected are left out, as in every aggregate).
+    """
     if run_dir is not None and path is not None:
         raise InputError("give either --run or --judgments, not both", field="judgments")
     if run_dir is not None:
@@ -20,7 +24,7 @@ def load_judgments(
         from mheval.engine.store import Store
 
         with Store.open_existing(run_dir) as store:
-            frame = table_frame(store, "judgments")
+            frame = table_frame(store, "judgments", counted=True)
     elif path is not None:
         p = Path(path)
         if not p.is_file():

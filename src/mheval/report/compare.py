@@ -27,17 +27,26 @@ METRICS: tuple[tuple[str, str], ...] = (
 MIN_TESTED = 2  # fewer paired cases than this: a difference, but no interval or test
 
 COLUMNS = ["metric", "model_a", "model_b", "judge_a", "judge_b", "category", "n_a", "n_b", "n_paired", "mean_a",
-           "mean_b", "diff", "diff_low", "diff_high", "test", "p_value", "note"]
+           "mean_b", "diff", "diff_low", "diff_high", "test", "p_value", "note", "flagged_a", "flagged_b",
+           "mean_a_clean", "mean_b_clean", "diff_clean"]
 
 
 def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
-    """model, judge, case_id, category, value: one row per case (samples averaged)."""
+    """model, judge, case_id, category, value, clean, verdicts, flagged: one row per case (samples averaged).
+
+    `clean` is the value over the verdicts not flagged injection_suspected (NaN when all are), the
+    number an injection cannot have moved; `verdicts` and `flagged` count the case's verdicts.
+    """
     values = response_values(run, protocol)
     if values.empty:
         return values
     if metric == "harmful_rate":
         values = values.assign(value=(values["value"] <= HARMFUL_MAX).astype(float))
-    return values.groupby(["model", "judge", "case_id", "category"], as_index=False, sort=False)["value"].mean()
+    values = values.assign(clean=values["value"].where(~values["injected"].astype(bool)),
+                           flagged=values["injected"].astype(int))
+    keys = ["model", "judge", "case_id", "category"]
+    return values.groupby(keys, as_index=False, sort=False).agg(
+        value=("value", "mean"), clean=("clean", "mean"), verdicts=("value", "size"), flagged=("flagged", "sum"))
 
 
 def _judge(frame: pd.DataFrame, run: RunData, prefer: str | None = None) -> str | None:
@@ -113,6 +122,31 @@ def _compare_cell(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> dict[st
     return row
 
 
+def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
+    """Share of verdicts flagged injection_suspected in each run, and the difference without them.
+
+    The difference without them is a point estimate over the cases that keep an unflagged verdict
+    (paired over the shared ones, as the main difference); None when no verdict is flagged.
+    """
+    def share(x: pd.DataFrame) -> float | None:
+        total = int(x["verdicts"].sum())
+        return int(x["flagged"].sum()) / total if total else None
+
+    row: dict[str, object] = {"flagged_a": share(a), "flagged_b": share(b), "mean_a_clean": None,
+                              "mean_b_clean": None, "diff_clean": None}
+    if not (a["flagged"].sum() or b["flagged"].sum()):
+        return row
+    ca, cb = a["clean"].dropna(), b["clean"].dropna()
+    row["mean_a_clean"] = float(ca.mean()) if len(ca) else None
+    row["mean_b_clean"] = float(cb.mean()) if len(cb) else None
+    shared = ca.index.intersection(cb.index)
+    if len(shared):
+        row["diff_clean"] = float((cb.loc[shared] - ca.loc[shared]).mean())
+    elif len(ca) and len(cb):
+        row["diff_clean"] = float(cb.mean() - ca.mean())
+    return row
+
+
 def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT,
                  seed: int = 0) -> pd.DataFrame:
     """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category.
@@ -132,16 +166,17 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_
         judge_b = _judge(fb, b, prefer=judge_a)
         fa, fb = fa[fa["judge"] == judge_a], fb[fb["judge"] == judge_b]
         for model_a, model_b in _model_pairs(list(dict.fromkeys(fa["model"])), list(dict.fromkeys(fb["model"]))):
-            sa = fa[fa["model"] == model_a].set_index("case_id")["value"]
-            sb = fb[fb["model"] == model_b].set_index("case_id")["value"]
+            sa = fa[fa["model"] == model_a].set_index("case_id")
+            sb = fb[fb["model"] == model_b].set_index("case_id")
             cats = sorted({category.get(c, "unlabelled") for c in [*sa.index, *sb.index]}, key=category_sort_key)
             for cat in [*cats, ALL]:
-                def pick(s: pd.Series, cat: str = cat) -> pd.Series:
+                def pick(s: pd.DataFrame, cat: str = cat) -> pd.DataFrame:
                     return s if cat == ALL else s[[category.get(c) == cat for c in s.index]]
 
-                cell = _compare_cell(pick(sa), pick(sb), n_boot, seed)
+                ca, cb = pick(sa), pick(sb)
+                cell = _compare_cell(ca["value"], cb["value"], n_boot, seed)
                 rows.append({"metric": metric, "model_a": model_a, "model_b": model_b, "judge_a": judge_a,
-                             "judge_b": judge_b, "category": cat, **cell})
+                             "judge_b": judge_b, "category": cat, **cell, **_injection_cell(ca, cb)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -66,7 +66,9 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
                 row.update({k: r[k] for k in ("n", "mean", "mean_low", "mean_high", "harmful_n", "harmful_rate",
                                               "harmful_rate_low", "harmful_rate_high", "inappropriate_n",
                                               "inappropriate_rate", "inappropriate_rate_low",
-                                              "inappropriate_rate_high")})
+                                              "inappropriate_rate_high", "injected_n", "injected_rate",
+                                              "injected_rate_low", "injected_rate_high", "mean_clean",
+                                              "mean_clean_low", "mean_clean_high") if k in r})
                 cats = sel[sel["category"] != ALL].dropna(subset=["mean"])
                 if len(cats) > 1:
                     low = cats.sort_values("mean", kind="stable").iloc[0]
@@ -77,7 +79,12 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
             if not pooled.empty:
                 r = pooled.iloc[0]
                 row.update({"psycrisis_n": r["n"], "psycrisis_total": r["total"], "psycrisis_total_low":
-                            r["total_low"], "psycrisis_total_high": r["total_high"]})
+                            r["total_low"], "psycrisis_total_high": r["total_high"],
+                            "psycrisis_injected_n": r.get("injected_n"),
+                            "psycrisis_injected_rate": r.get("injected_rate"),
+                            "psycrisis_total_clean": r.get("total_clean"),
+                            "psycrisis_total_clean_low": r.get("total_clean_low"),
+                            "psycrisis_total_clean_high": r.get("total_clean_high")})
             cats = sel[sel["category"] != ALL].dropna(subset=["total"])
             if "weakest_category" not in row and len(cats) > 1:  # no appropriateness: PsyCrisis decides
                 low = cats.sort_values("total", kind="stable").iloc[0]
@@ -86,10 +93,30 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _injection_cells(r: dict[str, object], policy: str) -> list[str]:
+    """Under "flag": the share flagged injection_suspected, and each mean without them (when any is flagged)."""
+    if policy == "exclude":
+        return ["–", "–", "–"]
+    appr_n, psy_n = r.get("injected_n"), r.get("psycrisis_injected_n")
+    shares = []
+    if not f.missing(appr_n):
+        shares.append(f.pct(r.get("injected_rate"), None, None, appr_n, r.get("n")))
+    if not f.missing(psy_n):
+        shares.append(f.pct(r.get("psycrisis_injected_rate"), None, None, psy_n, r.get("psycrisis_n")))
+    if len(shares) == 2:  # both protocols scored: say which share is which
+        shares = [f"appr. {shares[0]}", f"psy. {shares[1]}"]
+    share = " | ".join(shares) if shares else "–"
+    appr = (f.interval(r.get("mean_clean"), r.get("mean_clean_low"), r.get("mean_clean_high"))
+            if not f.missing(appr_n) and appr_n else "–")
+    psy = (f.interval(r.get("psycrisis_total_clean"), r.get("psycrisis_total_clean_low"),
+                      r.get("psycrisis_total_clean_high")) if not f.missing(psy_n) and psy_n else "–")
+    return [share, appr, psy]
+
+
 def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
     """The report's headline numbers as plain text (for `mheval summary`)."""
     t = tables or report_tables(run_dir)
-    from mheval.report.overview import facts
+    from mheval.report.overview import facts, injection_note
 
     fx = facts(t.run)
     langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())
@@ -119,10 +146,13 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
                 f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
                 f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
                 if not f.missing(r.get("weakest_category")) else "–",
+                *_injection_cells(r, t.run.injection_policy),
             ])
         out += ["", "Headline (95% CIs; all crisis categories pooled)", text_table(
             ["model", "judge", "appropriateness 1-5", "harmful (score 1)", "inappropriate (<=2)", "psycrisis 0-5",
-             "weakest category"], rows, [False, False, True, True, True, True, False])]
+             "weakest category", "flagged injection", "appropriateness w/o flagged", "psycrisis w/o flagged"], rows,
+            [False, False, True, True, True, True, False, True, True, True])]
+    out.append(f"injection: {injection_note(t.run)}")
     appr = t.frame("appropriateness_by_category")
     if not appr.empty:
         rows = [[str(r["model"]), str(r["judge"]), _category(r["category"]), str(r["n"]),
@@ -165,13 +195,17 @@ def format_comparison(frame: pd.DataFrame) -> str:
             return "–" if f.missing(x) else f"{float(x) * scale:+.2f}" if scale == 1 else f"{float(x) * scale:+.0f}"
 
         model = r["model_a"] if r["model_a"] == r["model_b"] else f"{r['model_a']} -> {r['model_b']}"
+        flagged = "–" if f.missing(r.get("flagged_a")) and f.missing(r.get("flagged_b")) else (
+            f"{f.pct(r.get('flagged_a'))}/{f.pct(r.get('flagged_b'))}")
         rows.append([
             r["metric"], model, _category(r["category"]), f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
             f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
-            "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}", r["test"],
+            "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}", r["test"], flagged,
+            "–" if f.missing(r.get("diff_clean")) else f"{v(r['diff_clean'])}{unit}",
         ])
-    return text_table(["metric", "model", "category", "n a/b/paired", "b - a [95% CI]", "p", "test"], rows,
-                      [False, False, False, True, True, True, False]) + "\n"
+    return text_table(["metric", "model", "category", "n a/b/paired", "b - a [95% CI]", "p", "test",
+                       "flagged injection a/b", "b - a w/o flagged"], rows,
+                      [False, False, False, True, True, True, False, True, True]) + "\n"
 
 
 __all__ = ["format_comparison", "headline_frame", "summary_text", "text_table"]

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mheval.engine.export import INJECTION_FLAG, counted_judgments, is_injected
 from mheval.engine.store import Store
 from mheval.judges.grounding import ungrounded_rate
 from mheval.records import Judgment
@@ -25,28 +26,40 @@ GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_
 
 
 def summary_frame(store: Store) -> pd.DataFrame:
+    """One row per protocol x model x judge: counts, unscored reasons and the headline number.
+
+    Judgments are read under the run's injection policy (engine/export.counted_judgments): under
+    "exclude" the flagged ones are not counted at all (the headline says how many were left out);
+    under "flag" the headline gives their share and the mean without them.
+    """
     cases = {c.id: c for c in store.cases()}
+    counted = counted_judgments(store)
     groups: dict[tuple[str, str, str], list[Judgment]] = defaultdict(list)
-    for j in store.iter_judgments():
+    for j in counted.counted:
         groups[(j.protocol, j.model or "(user input)", j.judge)].append(j)
+    left_out = Counter((j.protocol, j.model or "(user input)", j.judge) for j in counted.excluded)
+    for key in left_out:
+        groups.setdefault(key, [])
 
     rows = []
     for (protocol, model, judge), items in sorted(groups.items()):
         ok = [j for j in items if j.status == "ok"]
+        n = len(items)
         reasons = Counter((j.reason or "").split(":")[0] for j in items if j.status != "ok")
         claims, ungrounded, rate = ungrounded_rate(items).get(judge, (0, 0, None))
         row: dict[str, object] = {
             "protocol": protocol,
             "model": model,
             "judge": judge,
-            "n": len(items),
+            "n": n,
             "ok": len(ok),
-            "unscored": len(items) - len(ok),
-            "unscored_rate": f"{(len(items) - len(ok)) / len(items):.1%}",
+            "unscored": n - len(ok),
+            "unscored_rate": f"{(n - len(ok)) / n:.1%}" if n else "",
             "unscored_reasons": ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "",
             # Positive claims whose quote was not found in the response (only where grounding was checked).
             "ungrounded": f"{ungrounded}/{claims} ({rate:.1%})" if rate is not None else "",
-            "headline": _headline(protocol, ok, cases),
+            "headline": _headline(protocol, ok, cases) + _injection_headline(
+                protocol, ok, cases, left_out[(protocol, model, judge)], counted.policy),
         }
         rows.append(row)
     return pd.DataFrame(rows, columns=["protocol", "model", "judge", "n", "ok", "unscored", "unscored_rate",
@@ -75,6 +88,20 @@ def _headline(protocol: str, ok: list[Judgment], cases: dict) -> str:
         for k, v in j.scores.items():
             dims[k].append(v)
     return ", ".join(f"{k} {sum(v) / len(v):.2f}" for k, v in dims.items())
+
+
+def _injection_headline(protocol: str, ok: list[Judgment], cases: dict, left_out: int, policy: str) -> str:
+    """What the injection policy did to this headline: the excluded count, or the share and the clean mean."""
+    if policy == "exclude":
+        return f" ({left_out} flagged {INJECTION_FLAG} left out)" if left_out else ""
+    flagged = [j for j in ok if is_injected(j)]
+    if not flagged:
+        return ""
+    clean = [j for j in ok if not is_injected(j)]
+    share = f"; {INJECTION_FLAG} {len(flagged)}/{len(ok)} ({len(flagged) / len(ok):.0%})"
+    if any(j.label is not None for j in ok):
+        return share
+    return f"{share}; without them: {_headline(protocol, clean, cases)}"
 
 
 def _gold(case: object, field: str) -> str | None:
