@@ -10,7 +10,12 @@
 
 `help-harm:PATH` (Arnaiz-Rodriguez et al. 2025; `help_harm/`)
     Records {id, dataset_id, inputs: [sentences]} -> one user turn (sentences joined by spaces).
-    Accepts JSONL or a JSON array (the llm_crisis_labels files are arrays). Optional fields:
+    Accepts JSONL or a JSON array (the llm_crisis_labels files are arrays). The paper's released files
+    (`data/processed/sampled_dataset_n_200_merged_n50-noSeed_156-s42.json`, `..._n_2046_nPerD168_seed0.json`)
+    are arrays of the same records without `id`: a record with no id gets `<dataset_id>-<position>`
+    (position = its 1-based place in the file, zero-padded to 4 digits; `hh` stands in for a missing
+    dataset_id), with metadata `id_derived: true` and `position`. Such ids are stable as long as the
+    file is unchanged; `mheval suites show` says when they were derived. Optional fields:
     `human_labels` {H1..H4} -> metadata["human_labels"] and crisis_label = the label with more
     votes than any other (None on a tie); `label` (an LLM's label) -> metadata["llm_label"];
     `answer` (appropriateness_scores.dev.jsonl) -> a Response with model `help-harm/<answering model>`
@@ -44,7 +49,15 @@ from pydantic import ValidationError
 
 from mheval.errors import InputError
 from mheval.records import CRISIS_LABELS, Case, Response, Turn
-from mheval.suites.readers import Loaded, clean_json, json_records, read_text, type_name, validation_error
+from mheval.suites.readers import (
+    Loaded,
+    check_file,
+    clean_json,
+    json_records,
+    read_text,
+    type_name,
+    validation_error,
+)
 
 SAFETY_LABELS: tuple[str, ...] = (
     "nonsense",
@@ -97,6 +110,16 @@ def _require_str(record: dict[str, Any], field: str, path: Path, line: int) -> s
     return value
 
 
+def _record_id(rec: dict[str, Any], path: Path, line: int) -> str | None:
+    """The record's own id as a string (strings and integers are accepted), or None when it has none."""
+    value = rec.get("id")
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(f"must be a string or integer, got {type_name(value)}", path=path, line=line, field="id")
+    return str(value).strip()
+
+
 def _check_unique(cases: list[Case], lines: list[int], path: Path) -> None:
     seen: dict[str, int] = {}
     for case, line in zip(cases, lines, strict=True):
@@ -123,7 +146,7 @@ def read_dialogue_safety(path: Path) -> Loaded:
     lines: list[int] = []
     responses: list[Response] = []
     for line, rec in _records(path):
-        case_id = str(rec.get("id") if rec.get("id") is not None else f"row-{len(cases) + 1}")
+        case_id = _record_id(rec, path, line) or f"row-{len(cases) + 1}"
         context = _require_str(rec, "context", path, line)
         try:
             segments = split_segments(context)
@@ -190,12 +213,31 @@ def _answer_model(source: Any) -> str:
     return f"help-harm/{match.group(1) if match else 'answer'}"
 
 
-def _help_harm_record(rec: dict[str, Any], path: Path, line: int) -> tuple[Case, Response | None]:
-    case_id = _require_str(rec, "id", path, line)
+def help_harm_id(rec: dict[str, Any], position: int, path: Path, line: int) -> tuple[str, bool]:
+    """(id, derived): the record's own id, else `<dataset_id>-<position>` (the released files carry none)."""
+    own = _record_id(rec, path, line)
+    if own is not None:
+        return own, False
+    source = rec.get("dataset_id")
+    if source is not None and not isinstance(source, str | int):
+        raise InputError(
+            f"must be a string, got {type_name(source)} (it names the derived id)",
+            path=path,
+            line=line,
+            field="dataset_id",
+        )
+    prefix = str(source).strip() if source is not None and str(source).strip() else "hh"
+    return f"{prefix}-{position:04d}", True
+
+
+def _help_harm_record(rec: dict[str, Any], path: Path, line: int, position: int) -> tuple[Case, Response | None]:
+    case_id, derived = help_harm_id(rec, position, path, line)
     inputs = rec.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(s, str) for s in inputs):
         raise InputError(f"must be a list of sentences, got {type_name(inputs)}", path=path, line=line, field="inputs")
     text = " ".join(s.strip() for s in inputs if s.strip())
+    if not text:
+        raise InputError("holds no sentence with text", path=path, line=line, field="inputs")
     metadata: dict[str, Any] = {}
     crisis_label = None
     human = rec.get("human_labels")
@@ -205,7 +247,7 @@ def _help_harm_record(rec: dict[str, Any], path: Path, line: int) -> tuple[Case,
                 f"must be an object {{H1..H4}}, got {type_name(human)}", path=path, line=line, field="human_labels"
             )
         for rater, value in human.items():
-            if value is not None and value not in CRISIS_LABELS:
+            if value is not None and (not isinstance(value, str) or value not in CRISIS_LABELS):
                 raise InputError(
                     f"unknown label {value!r} from {rater}",
                     path=path,
@@ -221,6 +263,8 @@ def _help_harm_record(rec: dict[str, Any], path: Path, line: int) -> tuple[Case,
     for key, value in rec.items():
         if key not in skip:
             metadata[key] = clean_json(value)
+    if derived:  # said last, so that a field of the record cannot hide it
+        metadata.update(id_derived=True, position=position)
     case = _case(
         path,
         line,
@@ -243,8 +287,8 @@ def read_help_harm(path: Path) -> Loaded:
     cases: list[Case] = []
     lines: list[int] = []
     responses: list[Response] = []
-    for line, rec in _records(path):
-        case, response = _help_harm_record(rec, path, line)
+    for position, (line, rec) in enumerate(_records(path), start=1):
+        case, response = _help_harm_record(rec, path, line, position)
         cases.append(case)
         lines.append(line)
         if response is not None:
@@ -258,14 +302,19 @@ def _read_help_harm_dir(folder: Path) -> Loaded:
     for needed in (inputs_path, human_path):
         if not needed.is_file():
             raise InputError(f"a help-harm folder must hold {HELP_HARM_INPUTS} and {HELP_HARM_HUMAN}", path=needed)
-    human = {str(rec.get("id")): rec.get("human_labels") for _, rec in _records(human_path)}
+    # Both files are keyed the same way, by their own ids or by the derived ones, so they line up either way.
+    human = {
+        help_harm_id(rec, n, human_path, line)[0]: rec.get("human_labels")
+        for n, (line, rec) in enumerate(_records(human_path), start=1)
+    }
     cases: list[Case] = []
     lines: list[int] = []
-    for line, rec in _records(inputs_path):
+    for position, (line, rec) in enumerate(_records(inputs_path), start=1):
         merged = dict(rec)
-        if str(rec.get("id")) in human:
-            merged["human_labels"] = human[str(rec.get("id"))]
-        case, _ = _help_harm_record(merged, inputs_path, line)
+        key = help_harm_id(rec, position, inputs_path, line)[0]
+        if key in human:
+            merged["human_labels"] = human[key]
+        case, _ = _help_harm_record(merged, inputs_path, line, position)
         cases.append(case)
         lines.append(line)
     _check_unique(cases, lines, inputs_path)
@@ -298,11 +347,26 @@ def _looks_like_scores(cells: list[Any]) -> bool:
     return hits >= len(filled[:50]) / 2
 
 
+def _conv_id(value: Any, path: Path, line: int) -> int | str:
+    """ConvID as the sheet holds it: a whole number (an int, or a float such as 3.0), else its text."""
+    if isinstance(value, bool):
+        raise InputError(f"must be a number or text, got {value!r}", path=path, line=line, field="ConvID")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if not value.is_integer():  # NaN, infinities and fractions name no conversation
+            raise InputError(f"must be a whole number, got {value!r}", path=path, line=line, field="ConvID")
+        return int(value)
+    text = str(value).strip()
+    if not text:
+        raise InputError("missing required field", path=path, line=line, field="ConvID")
+    return text
+
+
 def read_mentalalign(path: Path) -> Loaded:
     if path.is_dir():
         path = path / MENTALALIGN_DEFAULT
-    if not path.exists():
-        raise InputError("file not found", path=path)
+    check_file(path)
     import openpyxl
 
     try:
@@ -310,7 +374,13 @@ def read_mentalalign(path: Path) -> Loaded:
     except Exception as exc:  # openpyxl raises several unrelated types for a bad file
         raise InputError(f"not a readable .xlsx workbook ({exc})", path=path) from None
     try:
+        if not workbook.worksheets:
+            raise InputError("the workbook has no sheet", path=path)
         rows = list(workbook.worksheets[0].iter_rows(values_only=True))
+    except InputError:
+        raise
+    except Exception as exc:  # read_only mode parses lazily: a damaged sheet fails here, not on load
+        raise InputError(f"not a readable .xlsx workbook ({type(exc).__name__}: {exc})", path=path) from None
     finally:
         workbook.close()
     if not rows:
@@ -325,7 +395,8 @@ def read_mentalalign(path: Path) -> Loaded:
         match = re.search(r"response_(.+)$", name)
         if match:
             sources[col] = match.group(1).strip()
-    body = rows[1:]
+    # read-only sheets may end a row early: pad every row to the header's width
+    body = [tuple(r) + (None,) * (len(header) - len(r)) for r in rows[1:]]
     text_cols = {c: s for c, s in sources.items() if not _looks_like_scores([r[c] for r in body])}
 
     cases: list[Case] = []
@@ -340,7 +411,7 @@ def read_mentalalign(path: Path) -> Loaded:
             raise InputError("missing required field", path=path, line=line, field="ConvID")
         if not isinstance(context, str) or not context.strip():
             raise InputError("missing or empty context", path=path, line=line, field="context")
-        conv_id = int(conv) if isinstance(conv, int | float) else str(conv).strip()
+        conv_id = _conv_id(conv, path, line)
         case_id = f"ma-{conv_id}"
         metadata = {"conv_id": conv_id, "response_sources": list(sources.values())}
         cases.append(

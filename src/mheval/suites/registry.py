@@ -47,7 +47,8 @@ FORMATS: dict[str, str] = {
     "csv": "CSV with a header row, same columns as jsonl (turns as a JSON string)",
     "parquet": "Parquet table, same columns as jsonl",
     "dialogue-safety": "Dialogue Safety (Qiu et al. 2023) jsonl: Chinese contexts + reference reply + safety label",
-    "help-harm": "Between Help and Harm inputs/labels (jsonl or JSON array, or the help_harm folder)",
+    "help-harm": "Between Help and Harm inputs/labels (jsonl or JSON array, or the help_harm folder); the "
+    "paper's released files load as they are: records without id get <dataset_id>-<position>",
     "mentalalign": "MentalAlign-70k human_scores.xlsx (or its folder): one case per context",
 }
 _SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -105,6 +106,12 @@ def load_suite(name: str, *, mapping: dict[str, str] | None = None, limit: int |
                     field="mapping",
                 )
             cases, responses = _PAPERS[fmt](path)
+        derived = sum(1 for c in cases if c.metadata.get("id_derived") is True)
+        if derived:
+            description += (
+                f"; {derived} of {len(cases)} records had no id: ids derived as <dataset_id>-<position> "
+                "(1-based place in the file), stable while the file is unchanged"
+            )
     if not cases:
         raise InputError(f"suite {name} has no cases", path=path)
     if limit is not None and limit < len(cases):
