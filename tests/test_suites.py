@@ -160,6 +160,56 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
     assert load_suite(f"jsonl:{path}").cases[0].id == "a"
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\r"])
+def test_jsonl_lines_end_at_newline_only(tmp_path: Path, separator: str) -> None:
+    """str.splitlines() also breaks on these; inside a JSON string they are text (and must stay so)."""
+    path = write_jsonl(
+        tmp_path / "s.jsonl",
+        [{"id": "a", "text": f"before{separator}after"}, {"id": f"b{separator}c", "text": "x", "k": separator}],
+    )
+    a, b = load_suite(f"jsonl:{path}").cases
+    assert a.last_user_text == f"before{separator}after"
+    assert b.id == f"b{separator}c" and b.metadata == {"k": separator}
+    # and a bad line after them is still counted by newlines
+    path.write_text(path.read_text(encoding="utf-8") + '{"id": "z"}\n', encoding="utf-8")
+    assert load_error(f"jsonl:{path}").line == 3
+
+
+def test_jsonl_reads_back_its_own_export(tmp_path: Path) -> None:
+    from mheval.engine.export import export_table
+    from mheval.engine.store import Store
+
+    cases = [
+        Case(id="a\u2028b", turns=[{"role": "user", "content": "one\u2028two\x85three"}], metadata={"k": "\u2029"}),  # type: ignore[list-item]
+        Case(id="c", language="zh", turns=[{"role": "user", "content": "我睡不着\x0c"}], crisis_label="anxiety_crisis"),  # type: ignore[list-item]
+    ]
+    store = Store.open(tmp_path / "run")
+    store.put_cases(cases)
+    export_table(store, "cases", "jsonl", tmp_path / "cases.jsonl")
+    store.close()
+    assert "\u2028".encode() in (tmp_path / "cases.jsonl").read_bytes()  # written raw, not escaped
+    assert load_suite(f"jsonl:{tmp_path / 'cases.jsonl'}").cases == cases
+
+
+def test_json_values_that_used_to_crash(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"id": "a", "text": "x", "m": ' + "[" * 100_000 + "]" * 100_000 + "}\n", encoding="utf-8")
+    err = load_error(f"jsonl:{deep}")
+    assert err.line == 1 and "nested too deeply" in err.message
+
+    capped = write_jsonl(tmp_path / "capped.jsonl", [{"id": "a", "text": "x", "metadata": {"k": [[[[]]]]}}])
+    assert load_suite(f"jsonl:{capped}").cases[0].metadata == {"k": [[[[]]]]}  # shallow nesting is fine
+
+    surrogate = tmp_path / "s.jsonl"
+    surrogate.write_text('{"id": "a", "turns": [{"role": "user", "content": "hi \\ud83d"}]}\n', encoding="utf-8")
+    err = load_error(f"jsonl:{surrogate}")
+    assert (err.line, err.field) == (1, "turns[0].content") and "U+D83D" in err.message
+
+    nan = tmp_path / "nan.jsonl"
+    nan.write_text('{"id": "a", "text": "x", "score": NaN, "big": Infinity}\n', encoding="utf-8")
+    assert load_suite(f"jsonl:{nan}").cases[0].metadata == {"score": None, "big": None}
+
+
 def test_missing_file_directory_and_empty_suite(tmp_path: Path) -> None:
     err = load_error(f"jsonl:{tmp_path / 'nope.jsonl'}")
     assert "file not found" in str(err) and "nope.jsonl" in str(err)
@@ -278,6 +328,38 @@ def test_csv_errors_count_header_as_line_one(tmp_path: Path) -> None:
     path = tmp_path / "header_only.csv"
     path.write_text("id,text\n", encoding="utf-8")
     assert "has no cases" in str(load_error(f"csv:{path}"))
+
+
+def test_csv_is_strict_about_quotes(tmp_path: Path) -> None:
+    path = tmp_path / "q.csv"
+    path.write_text('id,text\na,fine\nb,"never closed\nc,third\nd,fourth\n', encoding="utf-8")
+    err = load_error(f"csv:{path}")  # was: three cases, one of them swallowing the rest of the file
+    assert (err.line, err.field) == (3, None)
+    assert "never closed" in err.message and "line 5" in err.message
+
+    path.write_text('id,text\na,"quoted" then more\n', encoding="utf-8")
+    err = load_error(f"csv:{path}")
+    assert err.line == 2 and "stray quote" in err.message
+
+    path.write_text('id,text\na,"a ""quoted"" word, and a comma"\n', encoding="utf-8")
+    assert load_suite(f"csv:{path}").cases[0].last_user_text == 'a "quoted" word, and a comma'
+
+
+def test_csv_long_cell_and_export_names(tmp_path: Path) -> None:
+    long_text = "I keep going over it. " * 10_000  # 220 KB, past csv's default 128 KiB cell cap
+    path = write_csv(tmp_path / "long.csv", ["id", "text"], [["a", long_text]])
+    assert load_suite(f"csv:{path}").cases[0].last_user_text == long_text
+
+    # a cases table exported by mheval: case_id, n_turns and the formula guard on ids
+    turns = json.dumps([{"role": "user", "content": "=not a formula"}])
+    path = write_csv(
+        tmp_path / "cases.csv",
+        ["case_id", "language", "n_turns", "turns", "metadata"],
+        [["'=1+2", "en", "1", turns, "{}"], ["'-x", "en", "7", turns, "{}"]],
+    )
+    first, second = load_suite(f"csv:{path}").cases
+    assert (first.id, first.metadata, first.last_user_text) == ("=1+2", {}, "=not a formula")
+    assert second.id == "-x" and second.metadata == {"n_turns": "7"}  # a count that disagrees is kept
 
 
 # -- parquet --------------------------------------------------------------------------------------
@@ -404,6 +486,50 @@ def test_help_harm_jsonl_and_json_array(tmp_path: Path) -> None:
     assert "must hold" in str(load_error(f"help-harm:{tmp_path}"))
 
 
+def _released_help_harm(path: Path, records: list[dict[str, object]]) -> Path:
+    """A file shaped as the paper's data/processed/*.json: a pretty-printed array, no ids, `\\/` escapes."""
+    path.write_text(json.dumps(records, indent=2, ensure_ascii=False).replace("/", "\\/"), encoding="utf-8")
+    return path
+
+
+def test_help_harm_released_files_without_id(tmp_path: Path) -> None:
+    records = [
+        {"dataset_id": "hugg_1", "inputs": ["I missed the party.", "My ears hurt and/or ache."]},
+        {"dataset_id": "hugg_1", "inputs": ["Work is a lot lately."]},
+        {"dataset_id": "hugg_7", "inputs": ["I have not slept in days."]},
+    ]
+    for name in ("sampled_dataset_n_200_merged_n50-noSeed_156-s42.json", "sampled_dataset_n_2046_nPerD168_seed0.json"):
+        path = _released_help_harm(tmp_path / name, records)
+        suite = load_suite(f"help-harm:{path}")
+        assert [c.id for c in suite.cases] == ["hugg_1-0001", "hugg_1-0002", "hugg_7-0003"]
+        assert suite.cases[0].last_user_text == "I missed the party. My ears hurt and/or ache."
+        assert suite.cases[2].metadata == {"dataset_id": "hugg_7", "id_derived": True, "position": 3}
+        assert "3 of 3 records had no id" in suite.description and "<dataset_id>-<position>" in suite.description
+        assert [c.id for c in load_suite(f"help-harm:{path}").cases] == [c.id for c in suite.cases]  # stable
+
+    # ids where a record has one, derived where it has none; a file with ids says nothing about it
+    mixed = _released_help_harm(tmp_path / "mixed.json", [{"id": "own", "inputs": ["a"]}, {"inputs": ["b"]}])
+    suite = load_suite(f"help-harm:{mixed}")
+    assert [c.id for c in suite.cases] == ["own", "hh-0002"] and "1 of 2 records" in suite.description
+    assert (
+        "no id"
+        not in load_suite(
+            f"help-harm:{write_jsonl(tmp_path / 'ids.jsonl', [{'id': 'x', 'inputs': ['a']}])}"
+        ).description
+    )
+
+
+def test_json_array_errors_point_at_the_line_in_the_file(tmp_path: Path) -> None:
+    path = _released_help_harm(
+        tmp_path / "a.json",
+        [{"dataset_id": "d", "inputs": ["one"]}, {"dataset_id": "d", "inputs": ["two"]}, {"dataset_id": "d"}],
+    )
+    err = load_error(f"help-harm:{path}")
+    # each record spans 6 lines after the opening "[": the third starts on line 14
+    assert (err.line, err.field) == (14, "inputs")
+    assert path.read_text(encoding="utf-8").splitlines()[13].strip() == "{"
+
+
 def test_mentalalign_with_reply_texts(tmp_path: Path) -> None:
     import openpyxl
 
@@ -460,6 +586,21 @@ def test_help_harm_llm_labels_and_answers() -> None:
     answers = load_suite(f"help-harm:{DATA / 'help_harm' / 'appropriateness_scores.dev.jsonl'}")
     assert len(answers.responses) == 103
     assert all(r.model.startswith("help-harm/") and r.text for r in answers.responses)
+
+
+@needs_data
+@pytest.mark.shared_data
+def test_help_harm_test_set_in_the_released_shape(tmp_path: Path) -> None:
+    """Our copy of the 2,046-case test set, written back as the paper releases it (no ids), loads."""
+    rows = [
+        json.loads(line) for line in (DATA / "help_harm" / "test_inputs.jsonl").read_text("utf-8").split("\n") if line
+    ]
+    released = [{k: v for k, v in r.items() if k != "id"} for r in rows]
+    path = _released_help_harm(tmp_path / "sampled_dataset_n_2046_nPerD168_seed0.json", released)
+    suite = load_suite(f"help-harm:{path}")
+    assert len(suite.cases) == len(rows) == len({c.id for c in suite.cases})
+    assert [c.last_user_text for c in suite.cases[:50]] == [" ".join(r["inputs"]) for r in rows[:50]]
+    assert suite.cases[0].id == f"{rows[0]['dataset_id']}-0001"
 
 
 @needs_data
