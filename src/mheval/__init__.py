@@ -14,6 +14,8 @@ The names load on first use, so `import mheval` stays quick for the command line
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -57,6 +59,19 @@ __all__ = [
     "open_run",
     "report",
 ]
+
+
+class _Package(types.ModuleType):
+    """`mheval.report` is the function of the public API, although a subpackage of that name (the report's
+    modules) exists: importing it (`from mheval.report.html import ...`) must not replace the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "report" and isinstance(value, types.ModuleType):
+            return  # the subpackage stays reachable through sys.modules and import statements
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -114,10 +114,12 @@ def judge_digest(name: str, config: RunConfig) -> str:
 
 
 def changed_components(old: Mapping[str, str] | None, new: Mapping[str, str]) -> list[str]:
-    """Which inputs differ; a unit stored without inputs (an older run folder) counts as "version"."""
+    """Which inputs differ, the most basic first (the order of COMPONENTS); a unit stored without inputs
+    (an older run folder) counts as "version"."""
     if not old:
         return ["version"]
-    return [k for k in new if old.get(k) != new[k]] or ["version"]
+    changed = [k for k in COMPONENTS if k in new and old.get(k) != new[k]]
+    return changed or ["version"]
 
 
 def describe_redone(counts: Mapping[str, int]) -> str:
@@ -143,11 +145,3 @@ def _content_digest(path: str, size: int, mtime_ns: int) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()[:16]
-
-
-def count_changes(changes: Iterable[list[str]]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for components in changes:
-        for c in components:
-            counts[c] = counts.get(c, 0) + 1
-    return counts

@@ -298,8 +298,9 @@ class Redone:
         self.counts: Counter[str] = Counter()
 
     def add(self, changes: Iterable[list[str]]) -> None:
+        """Count each unit once, under the most basic of the inputs that changed."""
         for components in changes:
-            self.counts.update(components)
+            self.counts[components[0]] += 1
 
     def needed(self, stored: Mapping[Any, Inputs | None], key: Any, inputs: Inputs) -> bool:
         """Whether a unit must be done: not stored as finished, or stored from other inputs."""
@@ -307,7 +308,7 @@ class Redone:
             return True
         if stored[key] == inputs:
             return False
-        self.counts.update(changed_components(stored[key], inputs))
+        self.add([changed_components(stored[key], inputs)])
         return True
 
 
