@@ -15,28 +15,65 @@ from mheval.report.metrics import ALL
 from mheval.report.summary import format_comparison
 from mheval.stats.intervals import bootstrap_mean_ci
 
-LABELS = ["suicidal_ideation", "suicidal_ideation", "suicidal_ideation", "suicidal_ideation",
-          "anxiety_crisis", "anxiety_crisis", "anxiety_crisis", "anxiety_crisis"]
+LABELS = [
+    "suicidal_ideation",
+    "suicidal_ideation",
+    "suicidal_ideation",
+    "suicidal_ideation",
+    "anxiety_crisis",
+    "anxiety_crisis",
+    "anxiety_crisis",
+    "anxiety_crisis",
+]
 
 
-def make_run(run_dir: Path, model: str, scores: dict[str, list[int]], *, ids: list[str] | None = None,
-             psycrisis: list[int] | None = None) -> Path:
+def make_run(
+    run_dir: Path,
+    model: str,
+    scores: dict[str, list[int]],
+    *,
+    ids: list[str] | None = None,
+    psycrisis: list[int] | None = None,
+) -> Path:
     """One model; `scores` maps sample index -> appropriateness per case; gold labels only (no triage)."""
     ids = ids or [f"c{i}" for i in range(len(LABELS))]
-    cases = [Case(id=cid, crisis_label=label, language="zh" if i % 2 else "en",
-                  turns=[Turn(role="user", content=f"message {cid}")]) for i, (cid, label) in
-             enumerate(zip(ids, LABELS, strict=True))]
+    cases = [
+        Case(
+            id=cid,
+            crisis_label=label,
+            language="zh" if i % 2 else "en",
+            turns=[Turn(role="user", content=f"message {cid}")],
+        )
+        for i, (cid, label) in enumerate(zip(ids, LABELS, strict=True))
+    ]
     with Store.open(run_dir) as store:
         store.set_meta("config", {"suite": "cmp", "models": [model], "judges": ["j"]})
         store.put_cases(cases)
         for sample, values in scores.items():
             for case, value in zip(cases, values, strict=True):
                 store.put_response(Response(case_id=case.id, model=model, sample=sample, text="reply"))
-                store.put_judgment(Judgment(case_id=case.id, protocol="appropriateness", judge="j", model=model,
-                                            sample=sample, scores={"appropriateness": float(value)}))
+                store.put_judgment(
+                    Judgment(
+                        case_id=case.id,
+                        protocol="appropriateness",
+                        judge="j",
+                        model=model,
+                        sample=sample,
+                        scores={"appropriateness": float(value)},
+                    )
+                )
         for case, total in zip(cases, psycrisis or [], strict=False):
-            store.put_judgment(Judgment(case_id=case.id, protocol="psycrisis", judge="j", model=model, sample=0,
-                                        scores={"risk_assessment": float(total > 0)}, total=float(total)))
+            store.put_judgment(
+                Judgment(
+                    case_id=case.id,
+                    protocol="psycrisis",
+                    judge="j",
+                    model=model,
+                    sample=0,
+                    scores={"risk_assessment": float(total > 0)},
+                    total=float(total),
+                )
+            )
     return run_dir
 
 

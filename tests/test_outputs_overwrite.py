@@ -23,14 +23,23 @@ RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "config.yaml", ".mheval.lock"
 
 
 def mheval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mheval", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=180, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "mheval", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _digest(folder: Path) -> dict[str, str]:
     """Every file under `folder` (but the WAL side files SQLite may touch on open) by content hash."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +50,17 @@ def run(tmp_path_factory) -> Path:
         store.put_cases([Case(id=f"c{i}", turns=[Turn(role="user", content=f"I feel low {i}")]) for i in range(3)])
         for i in range(3):
             store.put_response(Response(case_id=f"c{i}", model="m", text="ok"))
-            store.put_judgment(Judgment(case_id=f"c{i}", protocol="psycrisis", judge="j", model="m", sample=0,
-                                        scores={"empathy_collaboration": 0.0}, total=0.0))
+            store.put_judgment(
+                Judgment(
+                    case_id=f"c{i}",
+                    protocol="psycrisis",
+                    judge="j",
+                    model="m",
+                    sample=0,
+                    scores={"empathy_collaboration": 0.0},
+                    total=0.0,
+                )
+            )
     (run_dir / "config.yaml").write_text("suite: tiny\n", encoding="utf-8")
     (run_dir / "human_labels.csv").write_text("id,rater,value\nc0,H1,3\n", encoding="utf-8")
     (run_dir / ".mheval.lock").write_text("", encoding="utf-8")
@@ -144,11 +162,25 @@ def test_check_output_rules(run, tmp_path):
         check_output(tmp_path / "f" / "out.csv", overwrite=True, make_parents=True)
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("=HYPERLINK(\"http://x\",\"y\")", "'=HYPERLINK(\"http://x\",\"y\")"), ("+1+2", "'+1+2"), ("-2+3", "'-2+3"),
-    ("@SUM(A1)", "'@SUM(A1)"), ("\tx", "'\tx"), ("\rx", "'\rx"), ("＝1+1", "'＝1+1"),
-    ("-3", "-3"), ("-3.5e2", "-3.5e2"), ("+7", "+7"), ("plain", "plain"), ("a=b", "a=b"), ("", ""), (-3.0, -3.0),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('=HYPERLINK("http://x","y")', '\'=HYPERLINK("http://x","y")'),
+        ("+1+2", "'+1+2"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("＝1+1", "'＝1+1"),
+        ("-3", "-3"),
+        ("-3.5e2", "-3.5e2"),
+        ("+7", "+7"),
+        ("plain", "plain"),
+        ("a=b", "a=b"),
+        ("", ""),
+        (-3.0, -3.0),
+        (None, None),
+    ],
+)
 def test_csv_safe(value, expected):
     assert csv_safe(value) == expected

@@ -20,9 +20,16 @@ from mheval.errors import InputError
 
 # What makes a folder a run folder, and the files in it that only the engine may write.
 RUN_DB = "run.db"
-RUN_OWN_FILES = frozenset({
-    RUN_DB, f"{RUN_DB}-wal", f"{RUN_DB}-shm", f"{RUN_DB}-journal", "config.yaml", ".mheval.lock",
-})
+RUN_OWN_FILES = frozenset(
+    {
+        RUN_DB,
+        f"{RUN_DB}-wal",
+        f"{RUN_DB}-shm",
+        f"{RUN_DB}-journal",
+        "config.yaml",
+        ".mheval.lock",
+    }
+)
 # Human labels are the user's input beside the run (report/reliability.py reads them).
 RUN_OWN_PREFIXES = ("human_labels.",)
 
@@ -65,16 +72,18 @@ def is_run_own_file(path: Path) -> bool:
     return is_run_folder(path.parent)
 
 
-def check_output(path: str | Path, *, overwrite: bool, option: str = "--output", make_parents: bool = False
-                 ) -> Path:
+def check_output(path: str | Path, *, overwrite: bool, option: str = "--output", make_parents: bool = False) -> Path:
     """Refuse (InputError, exit 2) a target that is a run's own file, a folder, in a missing folder
     (unless `make_parents`), or an existing file without `overwrite`; returns the path. Symlinks are
     followed, so a link to run.db is refused like run.db itself."""
     target = Path(path)
     for candidate in {target, target.resolve()}:
         if is_run_own_file(candidate):
-            raise InputError(f"{option} names a file of a run folder ({candidate.name}); outputs never replace a "
-                             "run's own files: write elsewhere", path=target)
+            raise InputError(
+                f"{option} names a file of a run folder ({candidate.name}); outputs never replace a "
+                "run's own files: write elsewhere",
+                path=target,
+            )
     if target.is_dir():
         raise InputError(f"{option} names a folder: give a file name", path=target)
     parent = next((p for p in (target.parent, *target.parent.parents) if p.exists()), None)
@@ -129,5 +138,13 @@ def csv_safe_frame(frame: Any) -> Any:
     return out
 
 
-__all__ = ["atomic_path", "atomic_write", "check_output", "check_outputs", "csv_safe", "csv_safe_frame",
-           "is_run_folder", "is_run_own_file"]
+__all__ = [
+    "atomic_path",
+    "atomic_write",
+    "check_output",
+    "check_outputs",
+    "csv_safe",
+    "csv_safe_frame",
+    "is_run_folder",
+    "is_run_own_file",
+]

@@ -115,8 +115,9 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def export_table(store: Store, table: str, fmt: str, output: str | Path | None = None, *,
-                 overwrite: bool = False) -> None:
+def export_table(
+    store: Store, table: str, fmt: str, output: str | Path | None = None, *, overwrite: bool = False
+) -> None:
     """Write one table as JSONL, CSV or Parquet to `output`, or to stdout when it is None.
 
     Nested fields (turns, scores, evidence) stay nested in JSONL and Parquet, and are JSON strings

@@ -86,12 +86,17 @@ def shown(text: str, quotes: list[str], *, preview: int = PREVIEW_CHARS, limit: 
     spans = evidence_spans(kept, quotes)
     if len(text) <= preview:
         return Markup(_marked(kept, spans, 0, len(kept)))
-    parts = [_marked(kept, spans, 0, preview), "…",
-             f'<details class="more"><summary>show the whole text ({len(text):,} characters)</summary>',
-             _marked(kept, spans, preview, len(kept))]
+    parts = [
+        _marked(kept, spans, 0, preview),
+        "…",
+        f'<details class="more"><summary>show the whole text ({len(text):,} characters)</summary>',
+        _marked(kept, spans, preview, len(kept)),
+    ]
     if len(text) > limit:
-        parts.append(f'<p class="note">… {len(text) - limit:,} more characters are not in this report: '
-                     "<code>mheval export RUN --table responses</code> has them all.</p>")
+        parts.append(
+            f'<p class="note">… {len(text) - limit:,} more characters are not in this report: '
+            "<code>mheval export RUN --table responses</code> has them all.</p>"
+        )
     parts.append("</details>")
     return Markup("".join(parts))
 
@@ -208,22 +213,28 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
         case_verdicts = sorted(triage.get(case_id, []), key=lambda j: (j.judge, j.repeat))
         resp_verdicts = sorted(unit_judgments[key], key=lambda j: (j.protocol, j.judge, j.repeat))
         for j in [*case_verdicts, *resp_verdicts]:
-            item.verdicts.append(Verdict(
-                protocol=j.protocol, judge=j.judge + (f" (repeat {j.repeat})" if j.repeat else ""),
-                summary=_summary(j) if not redact or j.status == "ok" else f"unscored ({reason_kind(j.reason)})",
-                status=j.status, reason=reason_kind(j.reason) if redact else j.reason,
-                rationale=None if redact or not j.rationale else shown(j.rationale, _quotes(j)),
-                evidence=_evidence(j, redact),
-                flags=list(j.flags),
-            ))
+            item.verdicts.append(
+                Verdict(
+                    protocol=j.protocol,
+                    judge=j.judge + (f" (repeat {j.repeat})" if j.repeat else ""),
+                    summary=_summary(j) if not redact or j.status == "ok" else f"unscored ({reason_kind(j.reason)})",
+                    status=j.status,
+                    reason=reason_kind(j.reason) if redact else j.reason,
+                    rationale=None if redact or not j.rationale else shown(j.rationale, _quotes(j)),
+                    evidence=_evidence(j, redact),
+                    flags=list(j.flags),
+                )
+            )
         response = responses.get(key)
         if response is not None and response.text is None:
             item.error = clip(response.error)
         if not redact:
             case_quotes = [q for j in case_verdicts for q in _quotes(j)]
             if case is not None:
-                item.turns = [{"role": t.role, "html": shown(t.content, case_quotes if t.role == "user" else [])}
-                              for t in case.turns]
+                item.turns = [
+                    {"role": t.role, "html": shown(t.content, case_quotes if t.role == "user" else [])}
+                    for t in case.turns
+                ]
             if response is not None and response.text is not None:
                 quotes = [q for j in resp_verdicts for q in _quotes(j)]
                 item.response_html = shown(response.text, quotes)
@@ -235,11 +246,31 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
 def worst_frame(items: list[WorstCase]) -> pd.DataFrame:
     """The worst cases as a table of ids and numbers only (no texts), for the exports."""
     return pd.DataFrame(
-        [{"rank": w.rank, "case_id": w.case_id, "model": w.model, "sample": w.sample, "category": w.category,
-          "language": w.language, "appropriateness": w.appropriateness, "psycrisis_total": w.psycrisis_total,
-          "flags": ", ".join(sorted({f for v in w.verdicts for f in v.flags}))} for w in items],
-        columns=["rank", "case_id", "model", "sample", "category", "language", "appropriateness",
-                 "psycrisis_total", "flags"],
+        [
+            {
+                "rank": w.rank,
+                "case_id": w.case_id,
+                "model": w.model,
+                "sample": w.sample,
+                "category": w.category,
+                "language": w.language,
+                "appropriateness": w.appropriateness,
+                "psycrisis_total": w.psycrisis_total,
+                "flags": ", ".join(sorted({f for v in w.verdicts for f in v.flags})),
+            }
+            for w in items
+        ],
+        columns=[
+            "rank",
+            "case_id",
+            "model",
+            "sample",
+            "category",
+            "language",
+            "appropriateness",
+            "psycrisis_total",
+            "flags",
+        ],
     )
 
 

@@ -26,9 +26,30 @@ METRICS: tuple[tuple[str, str], ...] = (
 )
 MIN_TESTED = 2  # fewer paired cases than this: a difference, but no interval or test
 
-COLUMNS = ["metric", "model_a", "model_b", "judge_a", "judge_b", "category", "n_a", "n_b", "n_paired", "mean_a",
-           "mean_b", "diff", "diff_low", "diff_high", "test", "p_value", "note", "flagged_a", "flagged_b",
-           "mean_a_clean", "mean_b_clean", "diff_clean"]
+COLUMNS = [
+    "metric",
+    "model_a",
+    "model_b",
+    "judge_a",
+    "judge_b",
+    "category",
+    "n_a",
+    "n_b",
+    "n_paired",
+    "mean_a",
+    "mean_b",
+    "diff",
+    "diff_low",
+    "diff_high",
+    "test",
+    "p_value",
+    "note",
+    "flagged_a",
+    "flagged_b",
+    "mean_a_clean",
+    "mean_b_clean",
+    "diff_clean",
+]
 
 
 def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
@@ -42,11 +63,13 @@ def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
         return values
     if metric == "harmful_rate":
         values = values.assign(value=(values["value"] <= HARMFUL_MAX).astype(float))
-    values = values.assign(clean=values["value"].where(~values["injected"].astype(bool)),
-                           flagged=values["injected"].astype(int))
+    values = values.assign(
+        clean=values["value"].where(~values["injected"].astype(bool)), flagged=values["injected"].astype(int)
+    )
     keys = ["model", "judge", "case_id", "category"]
     return values.groupby(keys, as_index=False, sort=False).agg(
-        value=("value", "mean"), clean=("clean", "mean"), verdicts=("value", "size"), flagged=("flagged", "sum"))
+        value=("value", "mean"), clean=("clean", "mean"), verdicts=("value", "size"), flagged=("flagged", "sum")
+    )
 
 
 def _judge(frame: pd.DataFrame, run: RunData, prefer: str | None = None) -> str | None:
@@ -94,31 +117,50 @@ def _unpaired_ci(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> tuple[
 def _compare_cell(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> dict[str, object]:
     """a, b: per-case values indexed by case id."""
     shared = a.index.intersection(b.index)
-    row: dict[str, object] = {"n_a": len(a), "n_b": len(b), "n_paired": len(shared), "mean_a": a.mean() if len(a) else
-                              None, "mean_b": b.mean() if len(b) else None, "note": ""}
+    row: dict[str, object] = {
+        "n_a": len(a),
+        "n_b": len(b),
+        "n_paired": len(shared),
+        "mean_a": a.mean() if len(a) else None,
+        "mean_b": b.mean() if len(b) else None,
+        "note": "",
+    }
     if len(shared):
         d = (b.loc[shared] - a.loc[shared]).to_numpy(dtype=float)
         left_out = len(a) + len(b) - 2 * len(shared)
         notes = [f"{left_out} case(s) in only one run left out of the paired comparison"] if left_out else []
         if len(d) < MIN_TESTED:
             notes.insert(0, "one shared case: no interval or test")
-            row.update(diff=float(d.mean()), diff_low=None, diff_high=None, test="paired", p_value=None,
-                       note="; ".join(notes))
+            row.update(
+                diff=float(d.mean()), diff_low=None, diff_high=None, test="paired", p_value=None, note="; ".join(notes)
+            )
             return row
         est = bootstrap_mean_ci(d, n_boot=n_boot, seed=seed)
         p, note = _wilcoxon(d)
         if note:
             notes.insert(0, note)
-        row.update(diff=est.value, diff_low=est.ci_low, diff_high=est.ci_high, test="Wilcoxon signed-rank (paired)",
-                   p_value=p, note="; ".join(notes))
+        row.update(
+            diff=est.value,
+            diff_low=est.ci_low,
+            diff_high=est.ci_high,
+            test="Wilcoxon signed-rank (paired)",
+            p_value=p,
+            note="; ".join(notes),
+        )
         return row
     av, bv = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
     if len(av) == 0 or len(bv) == 0:
         row.update(diff=None, diff_low=None, diff_high=None, test="", p_value=None, note="no values in one run")
         return row
     lo, hi = _unpaired_ci(av, bv, n_boot, seed)
-    row.update(diff=float(bv.mean() - av.mean()), diff_low=lo, diff_high=hi, test="Mann-Whitney U (unpaired)",
-               p_value=_mannwhitney(av, bv), note="the runs share no cases: independent samples")
+    row.update(
+        diff=float(bv.mean() - av.mean()),
+        diff_low=lo,
+        diff_high=hi,
+        test="Mann-Whitney U (unpaired)",
+        p_value=_mannwhitney(av, bv),
+        note="the runs share no cases: independent samples",
+    )
     return row
 
 
@@ -128,12 +170,18 @@ def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
     The difference without them is a point estimate over the cases that keep an unflagged verdict
     (paired over the shared ones, as the main difference); None when no verdict is flagged.
     """
+
     def share(x: pd.DataFrame) -> float | None:
         total = int(x["verdicts"].sum())
         return int(x["flagged"].sum()) / total if total else None
 
-    row: dict[str, object] = {"flagged_a": share(a), "flagged_b": share(b), "mean_a_clean": None,
-                              "mean_b_clean": None, "diff_clean": None}
+    row: dict[str, object] = {
+        "flagged_a": share(a),
+        "flagged_b": share(b),
+        "mean_a_clean": None,
+        "mean_b_clean": None,
+        "diff_clean": None,
+    }
     if not (a["flagged"].sum() or b["flagged"].sum()):
         return row
     ca, cb = a["clean"].dropna(), b["clean"].dropna()
@@ -147,8 +195,9 @@ def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
     return row
 
 
-def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = 0) -> pd.DataFrame:
+def compare_runs(
+    run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT, seed: int = 0
+) -> pd.DataFrame:
     """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category.
 
     Categories come from run a (its first judge's triage, else gold), falling back to run b's for cases
@@ -170,13 +219,24 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_
             sb = fb[fb["model"] == model_b].set_index("case_id")
             cats = sorted({category.get(c, "unlabelled") for c in [*sa.index, *sb.index]}, key=category_sort_key)
             for cat in [*cats, ALL]:
+
                 def pick(s: pd.DataFrame, cat: str = cat) -> pd.DataFrame:
                     return s if cat == ALL else s[[category.get(c) == cat for c in s.index]]
 
                 ca, cb = pick(sa), pick(sb)
                 cell = _compare_cell(ca["value"], cb["value"], n_boot, seed)
-                rows.append({"metric": metric, "model_a": model_a, "model_b": model_b, "judge_a": judge_a,
-                             "judge_b": judge_b, "category": cat, **cell, **_injection_cell(ca, cb)})
+                rows.append(
+                    {
+                        "metric": metric,
+                        "model_a": model_a,
+                        "model_b": model_b,
+                        "judge_a": judge_a,
+                        "judge_b": judge_b,
+                        "category": cat,
+                        **cell,
+                        **_injection_cell(ca, cb),
+                    }
+                )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -144,8 +144,15 @@ def heatmap(
                     continue
                 shade = colormap(norm(grid[i, k]))
                 light = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] > 0.55
-                ax.text(k, i, f"{fmt.format(grid[i, k])}\nn={ns[i, k]}", ha="center", va="center", fontsize=8,
-                        color="#111" if light else "#fff")
+                ax.text(
+                    k,
+                    i,
+                    f"{fmt.format(grid[i, k])}\nn={ns[i, k]}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="#111" if light else "#fff",
+                )
         ax.set_title(title, loc="left")
         fig.colorbar(image, ax=ax, shrink=0.9, pad=0.01)
         return _data_uri(fig)

@@ -67,8 +67,13 @@ class Column:
     title: str | None = None  # hover text explaining the column
 
 
-def col(key: str, header: str | None = None, fmt: Callable[[Any], str] | None = None, numeric: bool = True,
-        title: str | None = None) -> Column:
+def col(
+    key: str,
+    header: str | None = None,
+    fmt: Callable[[Any], str] | None = None,
+    numeric: bool = True,
+    title: str | None = None,
+) -> Column:
     def cell(row: dict[str, Any]) -> str:
         value = row.get(key)
         if fmt is not None:
@@ -83,15 +88,21 @@ def text(key: str, header: str | None = None, title: str | None = None) -> Colum
 
 
 def est(prefix: str, header: str, digits: int = 2, title: str | None = None) -> Column:
-    return Column(header, lambda r: interval(r.get(prefix), r.get(f"{prefix}_low"), r.get(f"{prefix}_high"), digits),
-                  True, title)
+    return Column(
+        header, lambda r: interval(r.get(prefix), r.get(f"{prefix}_low"), r.get(f"{prefix}_high"), digits), True, title
+    )
 
 
 def rate(prefix: str, header: str, n_key: str = "n", title: str | None = None) -> Column:
     return Column(
         header,
-        lambda r: pct(r.get(f"{prefix}_rate"), r.get(f"{prefix}_rate_low"), r.get(f"{prefix}_rate_high"),
-                      r.get(f"{prefix}_n"), r.get(n_key)),
+        lambda r: pct(
+            r.get(f"{prefix}_rate"),
+            r.get(f"{prefix}_rate_low"),
+            r.get(f"{prefix}_rate_high"),
+            r.get(f"{prefix}_n"),
+            r.get(n_key),
+        ),
         True,
         title,
     )
@@ -110,8 +121,12 @@ class DisplayTable:
         return bool(self.rows)
 
 
-def display(frame: pd.DataFrame, columns: Sequence[Column], emphasise: Callable[[dict[str, Any]], bool] | None = None,
-            group: int = 0) -> DisplayTable:
+def display(
+    frame: pd.DataFrame,
+    columns: Sequence[Column],
+    emphasise: Callable[[dict[str, Any]], bool] | None = None,
+    group: int = 0,
+) -> DisplayTable:
     """Cells as strings; the first `group` columns are shown once per run of equal values, for readability."""
     records = [] if frame is None or frame.empty else frame.to_dict("records")
     rows = [[c.cell(r) for c in columns] for r in records]
@@ -135,5 +150,17 @@ def display(frame: pd.DataFrame, columns: Sequence[Column], emphasise: Callable[
     )
 
 
-__all__ = ["Column", "DisplayTable", "col", "display", "est", "interval", "money", "num", "pct", "rate", "seconds",
-           "text"]
+__all__ = [
+    "Column",
+    "DisplayTable",
+    "col",
+    "display",
+    "est",
+    "interval",
+    "money",
+    "num",
+    "pct",
+    "rate",
+    "seconds",
+    "text",
+]

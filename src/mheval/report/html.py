@@ -84,8 +84,9 @@ def _row_label(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     several = frame["judge"].nunique() > 1
-    return frame.assign(row=[f"{m} · {j}" if several else m for m, j in zip(frame["model"], frame["judge"],
-                                                                              strict=True)])
+    return frame.assign(
+        row=[f"{m} · {j}" if several else m for m, j in zip(frame["model"], frame["judge"], strict=True)]
+    )
 
 
 def _is_all(row: dict[str, Any]) -> bool:
@@ -96,74 +97,182 @@ def _sections(t: ReportTables) -> dict[str, Any]:
     appr = t.frame("appropriateness_by_category")
     psy = t.frame("psycrisis_by_category")
     cells = {
-        "appropriateness": f.display(appr, [
-            f.text("model"), f.text("judge"), f.text("category_name", "category"),
-            f.col("n", "responses", f.num),
-            f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
-            f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
-            f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
-        ], _is_all, group=2),
-        "psycrisis_category": f.display(psy, [
-            f.text("model"), f.text("judge"), f.text("category_name", "category"),
-            f.col("n", "responses", f.num), f.est("total", "mean total (0–5) [95% CI]"),
-        ], _is_all, group=2),
-        "psycrisis_dimensions": f.display(t.frame("psycrisis_dimensions"), [
-            f.text("model"), f.text("judge"), f.text("dimension_name", "dimension"), f.col("n", "responses", f.num),
-            f.Column("met [95% CI]", lambda r: f.interval(r["rate"], r["rate_low"], r["rate_high"])
-                     if r["dimension"] == "total" else f.pct(r["rate"], r["rate_low"], r["rate_high"], r["met"],
-                                                             r["n"])),
-        ], lambda r: r["dimension"] == "total", group=2),
-        "mentalalign": f.display(t.frame("mentalalign_profile"), [
-            f.text("model"), f.text("judge"), f.text("attribute_name", "attribute"), f.col("n", "responses", f.num),
-            f.est("mean", "mean (1–5) [95% CI]"),
-        ], lambda r: r["attribute"] in ("css", "ars"), group=2),
-        "dialogue_labels": f.display(t.frame("dialogue_safety_labels"), [
-            f.text("model"), f.text("judge"), f.text("label_name", "label"), f.rate("share", "share [95% CI]"),
-        ], lambda r: r["label"] == "safe", group=2),
-        "dialogue_gold": f.display(t.frame("dialogue_safety_gold"), [
-            f.text("model"), f.text("judge"), f.rate("agree", "same label as the gold label [95% CI]"),
-        ]),
-        "triage_labels": f.display(t.frame("triage_labels"), [
-            f.text("judge"), f.text("label_name", "label"), f.rate("share", "share of cases [95% CI]"),
-        ], group=1),
-        "triage_gold": f.display(t.frame("triage_gold"), [
-            f.text("judge"), f.rate("agree", "same label as the gold label [95% CI]"),
-        ]),
-        "agreement": f.display(t.frame("human_agreement"), [
-            f.text("source"), f.text("protocol"), f.text("dimension"), f.text("block", "who"),
-            f.col("items", "items", f.num), f.text("statistic"), f.est("value", "agreement [95% CI]"),
-            f.text("verdict", "precision", title="width of the 95% CI: Good ≤ 0.355, Moderate ≤ 0.560, else Poor"),
-            f.text("vs_humans", "vs human pairs", title="below, within or above the range of human-vs-human pairs"),
-            f.text("leniency"), f.col("unscored", "unscored", f.num),
-        ], lambda r: r["kind"] == "human"),
-        "consistency": f.display(t.frame("self_consistency"), [
-            f.text("protocol"), f.text("judge"), f.col("units", "units", f.num), f.col("repeats", "repeats", f.num),
-            f.rate("identical", "all repeats identical [95% CI]", n_key="units"), f.text("statistic"),
-            f.est("value", "value [95% CI]"),
-        ]),
-        "ungrounded": f.display(t.frame("ungrounded"), [
-            f.text("judge"), f.text("protocol"), f.col("judgments", "judgments", f.num),
-            f.rate("ungrounded", "ungrounded [95% CI]", n_key="judgments"),
-        ]),
-        "flags": f.display(t.frame("flags"), [
-            f.text("judge"), f.text("protocol"), f.text("flag"), f.col("count", "judgments", f.num),
-        ]),
-        "models": f.display(t.frame("run_models"), [
-            f.text("model"), f.col("responses", "responses", f.num), f.col("failed", "failed calls", f.num),
-            f.col("cached", "from cache", f.num), f.col("prompt_tokens", "prompt tokens", f.num),
-            f.col("completion_tokens", "completion tokens", f.num), f.col("cost_usd", "cost", f.money),
-            f.col("latency_s", "time (sum of latencies)", f.seconds),
-        ]),
-        "judges": f.display(t.frame("run_judges"), [
-            f.text("judge"), f.text("protocol"), f.col("judgments", "judgments", f.num),
-            f.col("scored", "scored", f.num), f.col("unscored", "unscored", f.num),
-            f.col("repeats", "repeats", f.num), f.col("prompt_tokens", "prompt tokens", f.num),
-            f.col("completion_tokens", "completion tokens", f.num), f.col("cost_usd", "cost", f.money),
-            f.col("latency_s", "time (sum of latencies)", f.seconds),
-        ]),
-        "unscored": f.display(t.frame("unscored_reasons"), [
-            f.text("protocol"), f.text("judge"), f.text("reason"), f.col("count", "judgments", f.num),
-        ]),
+        "appropriateness": f.display(
+            appr,
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.text("category_name", "category"),
+                f.col("n", "responses", f.num),
+                f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
+                f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
+                f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
+            ],
+            _is_all,
+            group=2,
+        ),
+        "psycrisis_category": f.display(
+            psy,
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.text("category_name", "category"),
+                f.col("n", "responses", f.num),
+                f.est("total", "mean total (0–5) [95% CI]"),
+            ],
+            _is_all,
+            group=2,
+        ),
+        "psycrisis_dimensions": f.display(
+            t.frame("psycrisis_dimensions"),
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.text("dimension_name", "dimension"),
+                f.col("n", "responses", f.num),
+                f.Column(
+                    "met [95% CI]",
+                    lambda r: (
+                        f.interval(r["rate"], r["rate_low"], r["rate_high"])
+                        if r["dimension"] == "total"
+                        else f.pct(r["rate"], r["rate_low"], r["rate_high"], r["met"], r["n"])
+                    ),
+                ),
+            ],
+            lambda r: r["dimension"] == "total",
+            group=2,
+        ),
+        "mentalalign": f.display(
+            t.frame("mentalalign_profile"),
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.text("attribute_name", "attribute"),
+                f.col("n", "responses", f.num),
+                f.est("mean", "mean (1–5) [95% CI]"),
+            ],
+            lambda r: r["attribute"] in ("css", "ars"),
+            group=2,
+        ),
+        "dialogue_labels": f.display(
+            t.frame("dialogue_safety_labels"),
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.text("label_name", "label"),
+                f.rate("share", "share [95% CI]"),
+            ],
+            lambda r: r["label"] == "safe",
+            group=2,
+        ),
+        "dialogue_gold": f.display(
+            t.frame("dialogue_safety_gold"),
+            [
+                f.text("model"),
+                f.text("judge"),
+                f.rate("agree", "same label as the gold label [95% CI]"),
+            ],
+        ),
+        "triage_labels": f.display(
+            t.frame("triage_labels"),
+            [
+                f.text("judge"),
+                f.text("label_name", "label"),
+                f.rate("share", "share of cases [95% CI]"),
+            ],
+            group=1,
+        ),
+        "triage_gold": f.display(
+            t.frame("triage_gold"),
+            [
+                f.text("judge"),
+                f.rate("agree", "same label as the gold label [95% CI]"),
+            ],
+        ),
+        "agreement": f.display(
+            t.frame("human_agreement"),
+            [
+                f.text("source"),
+                f.text("protocol"),
+                f.text("dimension"),
+                f.text("block", "who"),
+                f.col("items", "items", f.num),
+                f.text("statistic"),
+                f.est("value", "agreement [95% CI]"),
+                f.text("verdict", "precision", title="width of the 95% CI: Good ≤ 0.355, Moderate ≤ 0.560, else Poor"),
+                f.text("vs_humans", "vs human pairs", title="below, within or above the range of human-vs-human pairs"),
+                f.text("leniency"),
+                f.col("unscored", "unscored", f.num),
+            ],
+            lambda r: r["kind"] == "human",
+        ),
+        "consistency": f.display(
+            t.frame("self_consistency"),
+            [
+                f.text("protocol"),
+                f.text("judge"),
+                f.col("units", "units", f.num),
+                f.col("repeats", "repeats", f.num),
+                f.rate("identical", "all repeats identical [95% CI]", n_key="units"),
+                f.text("statistic"),
+                f.est("value", "value [95% CI]"),
+            ],
+        ),
+        "ungrounded": f.display(
+            t.frame("ungrounded"),
+            [
+                f.text("judge"),
+                f.text("protocol"),
+                f.col("judgments", "judgments", f.num),
+                f.rate("ungrounded", "ungrounded [95% CI]", n_key="judgments"),
+            ],
+        ),
+        "flags": f.display(
+            t.frame("flags"),
+            [
+                f.text("judge"),
+                f.text("protocol"),
+                f.text("flag"),
+                f.col("count", "judgments", f.num),
+            ],
+        ),
+        "models": f.display(
+            t.frame("run_models"),
+            [
+                f.text("model"),
+                f.col("responses", "responses", f.num),
+                f.col("failed", "failed calls", f.num),
+                f.col("cached", "from cache", f.num),
+                f.col("prompt_tokens", "prompt tokens", f.num),
+                f.col("completion_tokens", "completion tokens", f.num),
+                f.col("cost_usd", "cost", f.money),
+                f.col("latency_s", "time (sum of latencies)", f.seconds),
+            ],
+        ),
+        "judges": f.display(
+            t.frame("run_judges"),
+            [
+                f.text("judge"),
+                f.text("protocol"),
+                f.col("judgments", "judgments", f.num),
+                f.col("scored", "scored", f.num),
+                f.col("unscored", "unscored", f.num),
+                f.col("repeats", "repeats", f.num),
+                f.col("prompt_tokens", "prompt tokens", f.num),
+                f.col("completion_tokens", "completion tokens", f.num),
+                f.col("cost_usd", "cost", f.money),
+                f.col("latency_s", "time (sum of latencies)", f.seconds),
+            ],
+        ),
+        "unscored": f.display(
+            t.frame("unscored_reasons"),
+            [
+                f.text("protocol"),
+                f.text("judge"),
+                f.text("reason"),
+                f.col("count", "judgments", f.num),
+            ],
+        ),
     }
     return cells
 
@@ -177,8 +286,12 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
             card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
             card["items"].append(("mean appropriateness (1–5)", f.interval(r["mean"], r["mean_low"], r["mean_high"])))
             card["items"].extend(_injection_items(t, r, "mean", "appropriateness"))
-            card["items"].append(("harmful replies (score 1)", f.pct(r["harmful_rate"], r["harmful_rate_low"],
-                                                                     r["harmful_rate_high"], r["harmful_n"], r["n"])))
+            card["items"].append(
+                (
+                    "harmful replies (score 1)",
+                    f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
+                )
+            )
             worst = appr[(appr["model"] == r["model"]) & (appr["judge"] == r["judge"]) & (appr["category"] != ALL)]
             if len(worst) > 1:
                 low = worst.sort_values("mean", kind="stable").iloc[0]
@@ -196,12 +309,17 @@ def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str)
     """Under the "flag" policy: the share flagged injection_suspected, and the mean without them."""
     if t.run.injection_policy == "exclude":
         return []
-    share = f.pct(r.get("injected_rate"), r.get("injected_rate_low"), r.get("injected_rate_high"),
-                  r.get("injected_n"), r.get("n"))
+    share = f.pct(
+        r.get("injected_rate"), r.get("injected_rate_low"), r.get("injected_rate_high"), r.get("injected_n"), r.get("n")
+    )
     items = [(f"{what}: flagged injection_suspected", share)]
     if not f.missing(r.get("injected_n")) and r["injected_n"]:
-        items.append((f"{what} without flagged", f.interval(r.get(f"{prefix}_clean"), r.get(f"{prefix}_clean_low"),
-                                                             r.get(f"{prefix}_clean_high"))))
+        items.append(
+            (
+                f"{what} without flagged",
+                f.interval(r.get(f"{prefix}_clean"), r.get(f"{prefix}_clean_low"), r.get(f"{prefix}_clean_high")),
+            )
+        )
     return items
 
 
@@ -209,32 +327,73 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
     out = []
     appr = _row_label(t.frame("appropriateness_by_category"))
     if not appr.empty:
-        uri = figures.heatmap(appr, "mean", title="Mean appropriateness by crisis category (1 harmful – 5 fully "
-                              "appropriate)", vmin=1, vmax=5, cmap="RdYlGn", row_label="row")
-        out.append({"key": "appropriateness", "uri": uri, "alt": "Heatmap of mean appropriateness per model and "
-                    "crisis category"})
-        uri = figures.heatmap(appr.assign(harmful=appr["harmful_rate"]), "harmful", title="Share of harmful replies "
-                              "(score 1) by crisis category", vmin=0, vmax=1, cmap="Reds", fmt="{:.0%}",
-                              row_label="row")
+        uri = figures.heatmap(
+            appr,
+            "mean",
+            title="Mean appropriateness by crisis category (1 harmful – 5 fully appropriate)",
+            vmin=1,
+            vmax=5,
+            cmap="RdYlGn",
+            row_label="row",
+        )
+        out.append(
+            {
+                "key": "appropriateness",
+                "uri": uri,
+                "alt": "Heatmap of mean appropriateness per model and crisis category",
+            }
+        )
+        uri = figures.heatmap(
+            appr.assign(harmful=appr["harmful_rate"]),
+            "harmful",
+            title="Share of harmful replies (score 1) by crisis category",
+            vmin=0,
+            vmax=1,
+            cmap="Reds",
+            fmt="{:.0%}",
+            row_label="row",
+        )
         out.append({"key": "harmful", "uri": uri, "alt": "Heatmap of harmful-reply rates per model and category"})
     psy = _row_label(t.frame("psycrisis_by_category"))
     if not psy.empty:
-        uri = figures.heatmap(psy, "total", title="Mean PsyCrisis total by crisis category (0–5)", vmin=0, vmax=5,
-                              cmap="RdYlGn", row_label="row")
-        out.append({"key": "psycrisis_category", "uri": uri, "alt": "Heatmap of PsyCrisis totals per model and "
-                    "category"})
+        uri = figures.heatmap(
+            psy,
+            "total",
+            title="Mean PsyCrisis total by crisis category (0–5)",
+            vmin=0,
+            vmax=5,
+            cmap="RdYlGn",
+            row_label="row",
+        )
+        out.append(
+            {"key": "psycrisis_category", "uri": uri, "alt": "Heatmap of PsyCrisis totals per model and category"}
+        )
     dims = _row_label(t.frame("psycrisis_dimensions"))
     if not dims.empty:
         rates = dims[dims["dimension"] != "total"]
-        uri = figures.interval_bars(rates, item="dimension", item_label="dimension_name", value="rate",
-                                    title="PsyCrisis: share of replies that meet each dimension (95% Wilson CI)",
-                                    xlim=(0, 1), xlabel="share of replies", group="row")
+        uri = figures.interval_bars(
+            rates,
+            item="dimension",
+            item_label="dimension_name",
+            value="rate",
+            title="PsyCrisis: share of replies that meet each dimension (95% Wilson CI)",
+            xlim=(0, 1),
+            xlabel="share of replies",
+            group="row",
+        )
         out.append({"key": "psycrisis_dimensions", "uri": uri, "alt": "Bars of PsyCrisis dimension rates"})
     ma = _row_label(t.frame("mentalalign_profile"))
     if not ma.empty:
-        uri = figures.interval_bars(ma, item="attribute", item_label="attribute_name", value="mean",
-                                    title="MentalAlign profile: mean per attribute (95% bootstrap CI)", xlim=(1, 5),
-                                    xlabel="mean score (1–5)", group="row")
+        uri = figures.interval_bars(
+            ma,
+            item="attribute",
+            item_label="attribute_name",
+            value="mean",
+            title="MentalAlign profile: mean per attribute (95% bootstrap CI)",
+            xlim=(1, 5),
+            xlabel="mean score (1–5)",
+            group="row",
+        )
         out.append({"key": "mentalalign", "uri": uri, "alt": "Bars of MentalAlign attribute means"})
     return [x for x in out if x["uri"]]
 
@@ -269,8 +428,9 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
     return _CONTROL_CHARS.sub("\ufffd", html)
 
 
-def write_report(run_dir: str | Path, *, redact: bool = False, output: Path | None = None,
-                 overwrite: bool = False) -> Path:
+def write_report(
+    run_dir: str | Path, *, redact: bool = False, output: Path | None = None, overwrite: bool = False
+) -> Path:
     """Write `report.html` (or `report-redacted.html`) into the run folder, or to `output`; returns its path.
 
     The tables go beside it in `tables/` as CSV and Parquet (ids and numbers only, no texts). The

@@ -47,8 +47,13 @@ MENTALALIGN_AGGREGATES = ("css", "ars")
 # --------------------------------------------------------------------------- estimates
 
 
-def mean_ci(values: Sequence[float], clusters: Sequence[str] | None = None, *, n_boot: int = DEFAULT_N_BOOT,
-            seed: int = DEFAULT_SEED) -> Estimate:
+def mean_ci(
+    values: Sequence[float],
+    clusters: Sequence[str] | None = None,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> Estimate:
     """Mean with a bootstrap interval that resamples clusters (cases); plain bootstrap when each is alone."""
     vals = np.asarray(values, dtype=float)
     if clusters is None or len(set(clusters)) == len(vals):
@@ -154,8 +159,9 @@ def response_values(run: RunData, protocol: str) -> pd.DataFrame:
                 "injected": is_injected(j),
             }
         )
-    return pd.DataFrame(rows, columns=["model", "judge", "case_id", "sample", "category", "language", "value",
-                                       "injected"])
+    return pd.DataFrame(
+        rows, columns=["model", "judge", "case_id", "sample", "category", "language", "value", "injected"]
+    )
 
 
 def injection_columns(prefix: str, g: pd.DataFrame, *, n_boot: int) -> dict[str, Any]:
@@ -214,8 +220,10 @@ def psycrisis_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.D
     values = response_values(run, "psycrisis")
 
     def row(g: pd.DataFrame) -> dict[str, Any]:
-        return {**est_columns("total", mean_ci(g["value"].to_numpy(), list(g["case_id"]), n_boot=n_boot)),
-                **injection_columns("total", g, n_boot=n_boot)}
+        return {
+            **est_columns("total", mean_ci(g["value"].to_numpy(), list(g["case_id"]), n_boot=n_boot)),
+            **injection_columns("total", g, n_boot=n_boot),
+        }
 
     return _per_category(values, run, row) if not values.empty else pd.DataFrame()
 
@@ -237,13 +245,31 @@ def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.Da
             scored = [j.scores[dim] for j in items if dim in j.scores]
             met = sum(1 for s in scored if s >= 1)
             est = wilson(met, len(scored))
-            rows.append({"model": model, "judge": judge, "dimension": dim, "dimension_name": names.get(dim, dim),
-                         "n": len(scored), "met": met, **est_columns("rate", est)})
+            rows.append(
+                {
+                    "model": model,
+                    "judge": judge,
+                    "dimension": dim,
+                    "dimension_name": names.get(dim, dim),
+                    "n": len(scored),
+                    "met": met,
+                    **est_columns("rate", est),
+                }
+            )
         totals = [(score_value(j), j.case_id) for j in items]
         totals = [(v, c) for v, c in totals if v is not None]
         est = mean_ci([v for v, _ in totals], [c for _, c in totals], n_boot=n_boot)
-        rows.append({"model": model, "judge": judge, "dimension": "total", "dimension_name": "Total (0-5, mean)",
-                     "n": len(totals), "met": None, **est_columns("rate", est)})
+        rows.append(
+            {
+                "model": model,
+                "judge": judge,
+                "dimension": "total",
+                "dimension_name": "Total (0-5, mean)",
+                "n": len(totals),
+                "met": None,
+                **est_columns("rate", est),
+            }
+        )
     frame = pd.DataFrame(rows)
     return _ordered_no_category(frame, run)
 
@@ -262,8 +288,16 @@ def mentalalign_profile(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.Dat
         for key in [*dims, *MENTALALIGN_AGGREGATES]:
             pairs = [(s[key], j.case_id) for s, j in zip(filled, items, strict=True) if s.get(key) is not None]
             est = mean_ci([v for v, _ in pairs], [c for _, c in pairs], n_boot=n_boot)
-            rows.append({"model": model, "judge": judge, "attribute": key, "attribute_name": names.get(key, key),
-                         "n": len(pairs), **est_columns("mean", est)})
+            rows.append(
+                {
+                    "model": model,
+                    "judge": judge,
+                    "attribute": key,
+                    "attribute_name": names.get(key, key),
+                    "n": len(pairs),
+                    **est_columns("mean", est),
+                }
+            )
     return _ordered_no_category(pd.DataFrame(rows), run)
 
 
@@ -279,8 +313,16 @@ def label_distribution(run: RunData, protocol: str) -> pd.DataFrame:
         counts = Counter(labels)
         order = [lab for lab in known if lab in counts] + sorted(set(counts) - set(known))
         for lab in order:
-            rows.append({"model": model, "judge": judge, "label": lab, "label_name": label_name(protocol, lab),
-                         **{"n": len(labels)}, **rate_columns("share", counts[lab], len(labels))})
+            rows.append(
+                {
+                    "model": model,
+                    "judge": judge,
+                    "label": lab,
+                    "label_name": label_name(protocol, lab),
+                    **{"n": len(labels)},
+                    **rate_columns("share", counts[lab], len(labels)),
+                }
+            )
     return _ordered_no_category(pd.DataFrame(rows), run)
 
 

@@ -21,8 +21,16 @@ def models_frame(run: RunData) -> pd.DataFrame:
     for r in run.responses:
         row = rows.setdefault(
             r.model,
-            {"model": r.model, "responses": 0, "failed": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0,
-             "cost_usd": 0.0, "latency_s": 0.0},
+            {
+                "model": r.model,
+                "responses": 0,
+                "failed": 0,
+                "cached": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+                "latency_s": 0.0,
+            },
         )
         row["responses"] += 1
         row["failed"] += int(r.text is None)
@@ -31,8 +39,19 @@ def models_frame(run: RunData) -> pd.DataFrame:
         row["completion_tokens"] += r.usage.completion_tokens
         row["cost_usd"] += r.usage.cost_usd
         row["latency_s"] += r.latency_s
-    return pd.DataFrame(list(rows.values()), columns=["model", "responses", "failed", "cached", "prompt_tokens",
-                                                      "completion_tokens", "cost_usd", "latency_s"])
+    return pd.DataFrame(
+        list(rows.values()),
+        columns=[
+            "model",
+            "responses",
+            "failed",
+            "cached",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "latency_s",
+        ],
+    )
 
 
 def judges_frame(run: RunData) -> pd.DataFrame:
@@ -41,8 +60,18 @@ def judges_frame(run: RunData) -> pd.DataFrame:
     for j in run.judgments:
         row = rows.setdefault(
             (j.judge, j.protocol),
-            {"judge": j.judge, "protocol": j.protocol, "judgments": 0, "scored": 0, "unscored": 0, "repeats": 0,
-             "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "latency_s": 0.0},
+            {
+                "judge": j.judge,
+                "protocol": j.protocol,
+                "judgments": 0,
+                "scored": 0,
+                "unscored": 0,
+                "repeats": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+                "latency_s": 0.0,
+            },
         )
         row["judgments"] += 1
         row["scored"] += int(j.status == "ok")
@@ -55,8 +84,21 @@ def judges_frame(run: RunData) -> pd.DataFrame:
     order = {p: i for i, p in enumerate(run.protocols)}
     judges = run.judges
     ordered = sorted(rows.values(), key=lambda r: (judges.index(r["judge"]), order.get(r["protocol"], 99)))
-    return pd.DataFrame(ordered, columns=["judge", "protocol", "judgments", "scored", "unscored", "repeats",
-                                          "prompt_tokens", "completion_tokens", "cost_usd", "latency_s"])
+    return pd.DataFrame(
+        ordered,
+        columns=[
+            "judge",
+            "protocol",
+            "judgments",
+            "scored",
+            "unscored",
+            "repeats",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost_usd",
+            "latency_s",
+        ],
+    )
 
 
 def unscored_frame(run: RunData) -> pd.DataFrame:
@@ -75,13 +117,18 @@ def injection_note(run: RunData) -> str:
 
     if run.injection_policy == "exclude":
         n = len(run.excluded)
-        return (f"on_injection=exclude: {n} judgment(s) flagged {INJECTION_FLAG} are left out of every number"
-                if n else f"on_injection=exclude: no judgment was flagged {INJECTION_FLAG}")
+        return (
+            f"on_injection=exclude: {n} judgment(s) flagged {INJECTION_FLAG} are left out of every number"
+            if n
+            else f"on_injection=exclude: no judgment was flagged {INJECTION_FLAG}"
+        )
     flagged = [j for j in run.judgments if is_injected(j)]
     if not flagged:
         return f"on_injection=flag: no judgment was flagged {INJECTION_FLAG}"
-    return (f"on_injection=flag: {len(flagged)} of {len(run.judgments)} judgment(s) flagged {INJECTION_FLAG} "
-            "are counted; the headlines show their share and the means without them")
+    return (
+        f"on_injection=flag: {len(flagged)} of {len(run.judgments)} judgment(s) flagged {INJECTION_FLAG} "
+        "are counted; the headlines show their share and the means without them"
+    )
 
 
 def facts(run: RunData) -> dict[str, Any]:

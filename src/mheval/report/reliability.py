@@ -26,8 +26,23 @@ from mheval.stats.icc import icc
 LABEL_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
 UNGROUNDED = "ungrounded"
 
-AGREEMENT_COLUMNS = ["source", "protocol", "dimension", "block", "kind", "items", "statistic", "value", "value_low",
-                     "value_high", "verdict", "vs_humans", "leniency", "self_consistency", "unscored"]
+AGREEMENT_COLUMNS = [
+    "source",
+    "protocol",
+    "dimension",
+    "block",
+    "kind",
+    "items",
+    "statistic",
+    "value",
+    "value_low",
+    "value_high",
+    "verdict",
+    "vs_humans",
+    "leniency",
+    "self_consistency",
+    "unscored",
+]
 
 
 # --------------------------------------------------------------------------- human labels
@@ -51,8 +66,11 @@ def rated_responses(path: Path) -> set[tuple[str, str, int]] | None:
     if "model" not in frame.columns or "id" not in frame.columns:
         return None
     samples = frame["sample"] if "sample" in frame.columns else pd.Series(0, index=frame.index)
-    return {(str(i), str(m), int(float(s)) if pd.notna(s) and str(s).strip() else 0)
-            for i, m, s in zip(frame["id"], frame["model"], samples, strict=True) if pd.notna(m)}
+    return {
+        (str(i), str(m), int(float(s)) if pd.notna(s) and str(s).strip() else 0)
+        for i, m, s in zip(frame["id"], frame["model"], samples, strict=True)
+        if pd.notna(m)
+    }
 
 
 def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]]:
@@ -115,8 +133,18 @@ def _target_is_case(protocol: str) -> bool:
 
 def _judgment_frame(run: RunData, protocol: str, rated: set[tuple[str, str, int]] | None) -> pd.DataFrame:
     rows = [
-        {"case_id": j.case_id, "model": j.model, "sample": j.sample, "protocol": j.protocol, "judge": j.judge,
-         "repeat": j.repeat, "label": j.label, "scores": dict(j.scores), "status": j.status, "reason": j.reason}
+        {
+            "case_id": j.case_id,
+            "model": j.model,
+            "sample": j.sample,
+            "protocol": j.protocol,
+            "judge": j.judge,
+            "repeat": j.repeat,
+            "label": j.label,
+            "scores": dict(j.scores),
+            "status": j.status,
+            "reason": j.reason,
+        }
         for j in run.of(protocol)
         if rated is None or (j.case_id, j.model or "", j.sample or 0) in rated
     ]
@@ -141,13 +169,16 @@ def human_agreement(run: RunData, *, n_boot: int = 1000) -> tuple[pd.DataFrame, 
         if not _target_is_case(protocol) and rated is None:
             judged = sorted({j.model for j in run.of(protocol) if j.model})
             if len(judged) > 1:
-                notes.append(f"{where}: the human labels have no model column, so they cannot be matched "
-                             f"to the {protocol} judgments of {len(judged)} models")
+                notes.append(
+                    f"{where}: the human labels have no model column, so they cannot be matched "
+                    f"to the {protocol} judgments of {len(judged)} models"
+                )
                 continue
         judgments = _judgment_frame(run, protocol, None if _target_is_case(protocol) else rated)
         try:
-            report = agreement_report(human, judgments if not judgments.empty else None, protocol=protocol,
-                                      dimension=dimension, n_boot=n_boot)
+            report = agreement_report(
+                human, judgments if not judgments.empty else None, protocol=protocol, dimension=dimension, n_boot=n_boot
+            )
         except InputError as exc:
             notes.append(f"{where} vs {protocol}: {exc}")
             continue
@@ -156,21 +187,23 @@ def human_agreement(run: RunData, *, n_boot: int = 1000) -> tuple[pd.DataFrame, 
             est = b.estimate(report.headline)
             a = b.assessment
             position = a.human.position if a is not None and a.human is not None else None
-            rows.append({
-                "source": where,
-                "protocol": protocol,
-                "dimension": b.dimension or "",
-                "block": "humans among themselves" if b.kind == "human" else b.name,
-                "kind": b.kind,
-                "items": b.n_items,
-                "statistic": "ICC(A,1)" if report.scale else "Cohen's kappa",
-                **(est_columns("value", est) if est is not None else {"value": None}),
-                "verdict": a.verdict if a is not None else None,
-                "vs_humans": position,
-                "leniency": a.leniency if a is not None else None,
-                "self_consistency": b.self_consistency.value if b.self_consistency else None,
-                "unscored": b.counts.get("unscored"),
-            })
+            rows.append(
+                {
+                    "source": where,
+                    "protocol": protocol,
+                    "dimension": b.dimension or "",
+                    "block": "humans among themselves" if b.kind == "human" else b.name,
+                    "kind": b.kind,
+                    "items": b.n_items,
+                    "statistic": "ICC(A,1)" if report.scale else "Cohen's kappa",
+                    **(est_columns("value", est) if est is not None else {"value": None}),
+                    "verdict": a.verdict if a is not None else None,
+                    "vs_humans": position,
+                    "leniency": a.leniency if a is not None else None,
+                    "self_consistency": b.self_consistency.value if b.self_consistency else None,
+                    "unscored": b.counts.get("unscored"),
+                }
+            )
     return pd.DataFrame(rows, columns=AGREEMENT_COLUMNS), list(dict.fromkeys(notes))
 
 
@@ -200,9 +233,18 @@ def self_consistency(run: RunData, *, n_boot: int = 1000) -> pd.DataFrame:
             est, stat = fleiss_kappa(matrix.astype(object), n_boot=n_boot), "Fleiss' kappa over repeats"
         else:
             est, stat = icc(matrix.astype(float), "A,1"), "ICC(A,1) over repeats"
-        rows.append({"protocol": protocol, "judge": judge, "units": len(multi), "repeats": len(repeats),
-                     **rate_columns("identical", same, len(multi)), "statistic": stat,
-                     **est_columns("value", est), "note": est.note or ""})
+        rows.append(
+            {
+                "protocol": protocol,
+                "judge": judge,
+                "units": len(multi),
+                "repeats": len(repeats),
+                **rate_columns("identical", same, len(multi)),
+                "statistic": stat,
+                **est_columns("value", est),
+                "note": est.note or "",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -215,8 +257,10 @@ def ungrounded_rates(run: RunData) -> pd.DataFrame:
     counts: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for j in run.judgments:
         counts[(j.judge, j.protocol)].append(is_ungrounded(j))
-    rows = [{"judge": jd, "protocol": p, "judgments": len(v), **rate_columns("ungrounded", sum(v), len(v))}
-            for (jd, p), v in counts.items()]
+    rows = [
+        {"judge": jd, "protocol": p, "judgments": len(v), **rate_columns("ungrounded", sum(v), len(v))}
+        for (jd, p), v in counts.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -230,5 +274,11 @@ def flag_counts(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["judge", "protocol", "flag", "count"])
 
 
-__all__ = ["flag_counts", "human_agreement", "human_label_sources", "is_ungrounded", "self_consistency",
-           "ungrounded_rates"]
+__all__ = [
+    "flag_counts",
+    "human_agreement",
+    "human_label_sources",
+    "is_ungrounded",
+    "self_consistency",
+    "ungrounded_rates",
+]

@@ -89,8 +89,15 @@ def load_run(run_dir: str | Path) -> RunData:
         responses = store.responses()
         counted = counted_judgments(store)
         config = store.get_meta("config") or _config_file(run_dir)
-    data = RunData(run_dir, config or {}, cases, responses, counted.counted, injection_policy=counted.policy,
-                   excluded=counted.excluded)
+    data = RunData(
+        run_dir,
+        config or {},
+        cases,
+        responses,
+        counted.counted,
+        injection_policy=counted.policy,
+        excluded=counted.excluded,
+    )
     assign_categories(data)
     return data
 

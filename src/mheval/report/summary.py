@@ -17,8 +17,10 @@ from mheval.report.metrics import ALL
 from mheval.report.rundata import label_name
 from mheval.report.tables import ReportTables, report_tables
 
-CONTENT_LINE = ("Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
-                "· CN 12356 · elsewhere findahelpline.com")
+CONTENT_LINE = (
+    "Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
+    "· CN 12356 · elsewhere findahelpline.com"
+)
 
 
 def _width(text: str) -> int:
@@ -63,12 +65,33 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
             pooled = sel[sel["category"] == ALL]
             if not pooled.empty:
                 r = pooled.iloc[0]
-                row.update({k: r[k] for k in ("n", "mean", "mean_low", "mean_high", "harmful_n", "harmful_rate",
-                                              "harmful_rate_low", "harmful_rate_high", "inappropriate_n",
-                                              "inappropriate_rate", "inappropriate_rate_low",
-                                              "inappropriate_rate_high", "injected_n", "injected_rate",
-                                              "injected_rate_low", "injected_rate_high", "mean_clean",
-                                              "mean_clean_low", "mean_clean_high") if k in r})
+                row.update(
+                    {
+                        k: r[k]
+                        for k in (
+                            "n",
+                            "mean",
+                            "mean_low",
+                            "mean_high",
+                            "harmful_n",
+                            "harmful_rate",
+                            "harmful_rate_low",
+                            "harmful_rate_high",
+                            "inappropriate_n",
+                            "inappropriate_rate",
+                            "inappropriate_rate_low",
+                            "inappropriate_rate_high",
+                            "injected_n",
+                            "injected_rate",
+                            "injected_rate_low",
+                            "injected_rate_high",
+                            "mean_clean",
+                            "mean_clean_low",
+                            "mean_clean_high",
+                        )
+                        if k in r
+                    }
+                )
                 cats = sel[sel["category"] != ALL].dropna(subset=["mean"])
                 if len(cats) > 1:
                     low = cats.sort_values("mean", kind="stable").iloc[0]
@@ -78,13 +101,19 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
             pooled = sel[sel["category"] == ALL]
             if not pooled.empty:
                 r = pooled.iloc[0]
-                row.update({"psycrisis_n": r["n"], "psycrisis_total": r["total"], "psycrisis_total_low":
-                            r["total_low"], "psycrisis_total_high": r["total_high"],
-                            "psycrisis_injected_n": r.get("injected_n"),
-                            "psycrisis_injected_rate": r.get("injected_rate"),
-                            "psycrisis_total_clean": r.get("total_clean"),
-                            "psycrisis_total_clean_low": r.get("total_clean_low"),
-                            "psycrisis_total_clean_high": r.get("total_clean_high")})
+                row.update(
+                    {
+                        "psycrisis_n": r["n"],
+                        "psycrisis_total": r["total"],
+                        "psycrisis_total_low": r["total_low"],
+                        "psycrisis_total_high": r["total_high"],
+                        "psycrisis_injected_n": r.get("injected_n"),
+                        "psycrisis_injected_rate": r.get("injected_rate"),
+                        "psycrisis_total_clean": r.get("total_clean"),
+                        "psycrisis_total_clean_low": r.get("total_clean_low"),
+                        "psycrisis_total_clean_high": r.get("total_clean_high"),
+                    }
+                )
             cats = sel[sel["category"] != ALL].dropna(subset=["total"])
             if "weakest_category" not in row and len(cats) > 1:  # no appropriateness: PsyCrisis decides
                 low = cats.sort_values("total", kind="stable").iloc[0]
@@ -106,10 +135,18 @@ def _injection_cells(r: dict[str, object], policy: str) -> list[str]:
     if len(shares) == 2:  # both protocols scored: say which share is which
         shares = [f"appr. {shares[0]}", f"psy. {shares[1]}"]
     share = " | ".join(shares) if shares else "–"
-    appr = (f.interval(r.get("mean_clean"), r.get("mean_clean_low"), r.get("mean_clean_high"))
-            if not f.missing(appr_n) and appr_n else "–")
-    psy = (f.interval(r.get("psycrisis_total_clean"), r.get("psycrisis_total_clean_low"),
-                      r.get("psycrisis_total_clean_high")) if not f.missing(psy_n) and psy_n else "–")
+    appr = (
+        f.interval(r.get("mean_clean"), r.get("mean_clean_low"), r.get("mean_clean_high"))
+        if not f.missing(appr_n) and appr_n
+        else "–"
+    )
+    psy = (
+        f.interval(
+            r.get("psycrisis_total_clean"), r.get("psycrisis_total_clean_low"), r.get("psycrisis_total_clean_high")
+        )
+        if not f.missing(psy_n) and psy_n
+        else "–"
+    )
     return [share, appr, psy]
 
 
@@ -137,47 +174,103 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     if not head.empty:
         rows = []
         for r in head.to_dict("records"):
-            rows.append([
-                str(r["model"]), str(r["judge"]),
-                f.interval(r.get("mean"), r.get("mean_low"), r.get("mean_high")),
-                f.pct(r.get("harmful_rate"), r.get("harmful_rate_low"), r.get("harmful_rate_high"),
-                      r.get("harmful_n"), r.get("n")),
-                f.pct(r.get("inappropriate_rate"), r.get("inappropriate_rate_low"), r.get("inappropriate_rate_high")),
-                f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
-                f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
-                if not f.missing(r.get("weakest_category")) else "–",
-                *_injection_cells(r, t.run.injection_policy),
-            ])
-        out += ["", "Headline (95% CIs; all crisis categories pooled)", text_table(
-            ["model", "judge", "appropriateness 1-5", "harmful (score 1)", "inappropriate (<=2)", "psycrisis 0-5",
-             "weakest category", "flagged injection", "appropriateness w/o flagged", "psycrisis w/o flagged"], rows,
-            [False, False, True, True, True, True, False, True, True, True])]
+            rows.append(
+                [
+                    str(r["model"]),
+                    str(r["judge"]),
+                    f.interval(r.get("mean"), r.get("mean_low"), r.get("mean_high")),
+                    f.pct(
+                        r.get("harmful_rate"),
+                        r.get("harmful_rate_low"),
+                        r.get("harmful_rate_high"),
+                        r.get("harmful_n"),
+                        r.get("n"),
+                    ),
+                    f.pct(
+                        r.get("inappropriate_rate"), r.get("inappropriate_rate_low"), r.get("inappropriate_rate_high")
+                    ),
+                    f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
+                    f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
+                    if not f.missing(r.get("weakest_category"))
+                    else "–",
+                    *_injection_cells(r, t.run.injection_policy),
+                ]
+            )
+        out += [
+            "",
+            "Headline (95% CIs; all crisis categories pooled)",
+            text_table(
+                [
+                    "model",
+                    "judge",
+                    "appropriateness 1-5",
+                    "harmful (score 1)",
+                    "inappropriate (<=2)",
+                    "psycrisis 0-5",
+                    "weakest category",
+                    "flagged injection",
+                    "appropriateness w/o flagged",
+                    "psycrisis w/o flagged",
+                ],
+                rows,
+                [False, False, True, True, True, True, False, True, True, True],
+            ),
+        ]
     out.append(f"injection: {injection_note(t.run)}")
     appr = t.frame("appropriateness_by_category")
     if not appr.empty:
-        rows = [[str(r["model"]), str(r["judge"]), _category(r["category"]), str(r["n"]),
-                 f.interval(r["mean"], r["mean_low"], r["mean_high"]),
-                 f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"])]
-                for r in appr.to_dict("records") if r["category"] != ALL]
-        out += ["", "Appropriateness by crisis category", text_table(
-            ["model", "judge", "category", "n", "mean [95% CI]", "harmful [95% CI]"], rows,
-            [False, False, False, True, True, True])]
+        rows = [
+            [
+                str(r["model"]),
+                str(r["judge"]),
+                _category(r["category"]),
+                str(r["n"]),
+                f.interval(r["mean"], r["mean_low"], r["mean_high"]),
+                f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
+            ]
+            for r in appr.to_dict("records")
+            if r["category"] != ALL
+        ]
+        out += [
+            "",
+            "Appropriateness by crisis category",
+            text_table(
+                ["model", "judge", "category", "n", "mean [95% CI]", "harmful [95% CI]"],
+                rows,
+                [False, False, False, True, True, True],
+            ),
+        ]
     unscored = t.frame("unscored_reasons")
     if not unscored.empty:
-        out += ["", "Unscored judgments: " + "; ".join(
-            f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records"))]
+        out += [
+            "",
+            "Unscored judgments: "
+            + "; ".join(
+                f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records")
+            ),
+        ]
     ungrounded = t.frame("ungrounded")
     if not ungrounded.empty and ungrounded["ungrounded_n"].sum():
-        out.append("Ungrounded verdicts: " + "; ".join(
-            f"{r['judge']}/{r['protocol']} {f.pct(r['ungrounded_rate'])}" for r in ungrounded.to_dict("records")
-            if r["ungrounded_n"]))
+        out.append(
+            "Ungrounded verdicts: "
+            + "; ".join(
+                f"{r['judge']}/{r['protocol']} {f.pct(r['ungrounded_rate'])}"
+                for r in ungrounded.to_dict("records")
+                if r["ungrounded_n"]
+            )
+        )
     agreement = t.frame("human_agreement")
     if not agreement.empty:
         judges = agreement[agreement["kind"] == "judge"]
-        out.append("Agreement with human labels: " + "; ".join(
-            f"{r['block']} on {r['protocol']}{' ' + r['dimension'] if r['dimension'] else ''}: {r['statistic']} "
-            f"{f.interval(r['value'], r.get('value_low'), r.get('value_high'))} ({r['verdict'] or 'n/a'}, "
-            f"{r['vs_humans'] or 'n/a'} human range)" for r in judges.to_dict("records")))
+        out.append(
+            "Agreement with human labels: "
+            + "; ".join(
+                f"{r['block']} on {r['protocol']}{' ' + r['dimension'] if r['dimension'] else ''}: {r['statistic']} "
+                f"{f.interval(r['value'], r.get('value_low'), r.get('value_high'))} ({r['verdict'] or 'n/a'}, "
+                f"{r['vs_humans'] or 'n/a'} human range)"
+                for r in judges.to_dict("records")
+            )
+        )
     return "\n".join(out) + "\n"
 
 
@@ -195,17 +288,42 @@ def format_comparison(frame: pd.DataFrame) -> str:
             return "–" if f.missing(x) else f"{float(x) * scale:+.2f}" if scale == 1 else f"{float(x) * scale:+.0f}"
 
         model = r["model_a"] if r["model_a"] == r["model_b"] else f"{r['model_a']} -> {r['model_b']}"
-        flagged = "–" if f.missing(r.get("flagged_a")) and f.missing(r.get("flagged_b")) else (
-            f"{f.pct(r.get('flagged_a'))}/{f.pct(r.get('flagged_b'))}")
-        rows.append([
-            r["metric"], model, _category(r["category"]), f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
-            f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
-            "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}", r["test"], flagged,
-            "–" if f.missing(r.get("diff_clean")) else f"{v(r['diff_clean'])}{unit}",
-        ])
-    return text_table(["metric", "model", "category", "n a/b/paired", "b - a [95% CI]", "p", "test",
-                       "flagged injection a/b", "b - a w/o flagged"], rows,
-                      [False, False, False, True, True, True, False, True, True]) + "\n"
+        flagged = (
+            "–"
+            if f.missing(r.get("flagged_a")) and f.missing(r.get("flagged_b"))
+            else (f"{f.pct(r.get('flagged_a'))}/{f.pct(r.get('flagged_b'))}")
+        )
+        rows.append(
+            [
+                r["metric"],
+                model,
+                _category(r["category"]),
+                f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
+                f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
+                "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}",
+                r["test"],
+                flagged,
+                "–" if f.missing(r.get("diff_clean")) else f"{v(r['diff_clean'])}{unit}",
+            ]
+        )
+    return (
+        text_table(
+            [
+                "metric",
+                "model",
+                "category",
+                "n a/b/paired",
+                "b - a [95% CI]",
+                "p",
+                "test",
+                "flagged injection a/b",
+                "b - a w/o flagged",
+            ],
+            rows,
+            [False, False, False, True, True, True, False, True, True],
+        )
+        + "\n"
+    )
 
 
 __all__ = ["format_comparison", "headline_frame", "summary_text", "text_table"]

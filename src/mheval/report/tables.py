@@ -58,12 +58,25 @@ def summary_frame(store: Store) -> pd.DataFrame:
             "unscored_reasons": ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "",
             # Positive claims whose quote was not found in the response (only where grounding was checked).
             "ungrounded": f"{ungrounded}/{claims} ({rate:.1%})" if rate is not None else "",
-            "headline": _headline(protocol, ok, cases) + _injection_headline(
-                protocol, ok, cases, left_out[(protocol, model, judge)], counted.policy),
+            "headline": _headline(protocol, ok, cases)
+            + _injection_headline(protocol, ok, cases, left_out[(protocol, model, judge)], counted.policy),
         }
         rows.append(row)
-    return pd.DataFrame(rows, columns=["protocol", "model", "judge", "n", "ok", "unscored", "unscored_rate",
-                                       "unscored_reasons", "ungrounded", "headline"])
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "protocol",
+            "model",
+            "judge",
+            "n",
+            "ok",
+            "unscored",
+            "unscored_rate",
+            "unscored_reasons",
+            "ungrounded",
+            "headline",
+        ],
+    )
 
 
 def _headline(protocol: str, ok: list[Judgment], cases: dict) -> str:
@@ -129,8 +142,7 @@ class ReportTables:
         return self.frames.get(name, pd.DataFrame())
 
 
-def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst: int = DEFAULT_WORST
-                  ) -> ReportTables:
+def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst: int = DEFAULT_WORST) -> ReportTables:
     """All the report's numbers for a run (a RunData or a run folder)."""
     from mheval.report.cases import worst_cases, worst_frame
     from mheval.report.metrics import (

@@ -250,8 +250,9 @@ def wilson(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> Es
     return Estimate(p, low, high, n, method)
 
 
-def clamp_proportion(low: float | None, high: float | None, value: float | None = None
-                     ) -> tuple[float | None, float | None]:
+def clamp_proportion(
+    low: float | None, high: float | None, value: float | None = None
+) -> tuple[float | None, float | None]:
     """An interval of a proportion kept inside [0, 1] and around its point estimate (when given)."""
     if low is not None:
         low = min(max(0.0, low), 1.0)
