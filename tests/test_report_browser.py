@@ -26,12 +26,33 @@ from mheval.report.html import write_report
 from test_report import build_run
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-default-apps", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
-         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0"]
-SECTIONS = ("content-warning", "glance", "run", "appropriateness", "psycrisis", "triage", "reliability",
-            "worst-cases", "method")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+]
+SECTIONS = (
+    "content-warning",
+    "glance",
+    "run",
+    "appropriateness",
+    "psycrisis",
+    "triage",
+    "reliability",
+    "worst-cases",
+    "method",
+)
 TIMEOUT_S = 45
 
 
@@ -112,9 +133,13 @@ async def _devtools_port(profile: Path, proc: subprocess.Popen) -> int:
     raise TimeoutError("chromium did not open its DevTools port")
 
 
-async def _inspect(page_url: str, profile: Path, screenshot: Path) -> dict[str, Any]:
-    proc = subprocess.Popen([_chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+async def _inspect(page_url: str, profile: Path, screenshot: Path, extra: str | None = None) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        [_chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         port = await _devtools_port(profile, proc)
         async with aiohttp.ClientSession() as http:
@@ -125,8 +150,9 @@ async def _inspect(page_url: str, profile: Path, screenshot: Path) -> dict[str, 
                 cdp = DevTools(ws)
                 for domain in ("Page", "Network", "Runtime", "Log", "DOM", "CSS"):
                     await cdp.send(f"{domain}.enable")
-                await cdp.send("Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1,
-                               mobile=False)
+                await cdp.send(
+                    "Emulation.setDeviceMetricsOverride", width=1280, height=900, deviceScaleFactor=1, mobile=False
+                )
                 loaded = cdp.expect("Page.loadEventFired")
                 await cdp.send("Page.navigate", url=page_url)
                 await asyncio.wait_for(loaded, TIMEOUT_S)
@@ -144,22 +170,27 @@ async def _inspect(page_url: str, profile: Path, screenshot: Path) -> dict[str, 
                     " overflowX: document.documentElement.scrollWidth > window.innerWidth,"
                     " title: document.title})"
                 )
+                more = await cdp.evaluate(extra) if extra else None
                 doc = await cdp.send("DOM.getDocument", depth=-1)
                 fonts = {}
                 for selector in ('.turn[lang="zh"]', "#table-appropriateness tbody tr:first-child td:nth-child(3)"):
                     node = await cdp.send("DOM.querySelector", nodeId=doc["root"]["nodeId"], selector=selector)
                     if node.get("nodeId"):
                         fonts[selector] = (await cdp.send("CSS.getPlatformFontsForNode", nodeId=node["nodeId"]))[
-                            "fonts"]
+                            "fonts"
+                        ]
                 metrics = await cdp.send("Page.getLayoutMetrics")
                 size = metrics.get("cssContentSize") or metrics["contentSize"]
-                shot = await cdp.send("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                                      clip={"x": 0, "y": 0, "width": 1280, "height": min(size["height"], 16000),
-                                            "scale": 1})
+                shot = await cdp.send(
+                    "Page.captureScreenshot",
+                    format="png",
+                    captureBeyondViewport=True,
+                    clip={"x": 0, "y": 0, "width": 1280, "height": min(size["height"], 16000), "scale": 1},
+                )
                 screenshot.parent.mkdir(parents=True, exist_ok=True)
                 screenshot.write_bytes(base64.b64decode(shot["data"]))
                 cdp.reader.cancel()
-                return {"events": cdp.events, "visible": visible, "layout": layout, "fonts": fonts}
+                return {"events": cdp.events, "visible": visible, "layout": layout, "fonts": fonts, "extra": more}
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -175,8 +206,11 @@ def test_report_in_headless_chromium(tmp_path):
     _chromium()
     run_dir = build_run(tmp_path / "run")
     report = write_report(run_dir)
-    result = asyncio.run(asyncio.wait_for(
-        _inspect(report.resolve().as_uri(), tmp_path / "profile", ARTIFACTS / "report.png"), TIMEOUT_S * 2))
+    result = asyncio.run(
+        asyncio.wait_for(
+            _inspect(report.resolve().as_uri(), tmp_path / "profile", ARTIFACTS / "report.png"), TIMEOUT_S * 2
+        )
+    )
 
     # Key sections are there and laid out; the content warning is the first thing on screen.
     assert result["visible"] == dict.fromkeys(SECTIONS, True)
@@ -190,11 +224,14 @@ def test_report_in_headless_chromium(tmp_path):
     assert all(u.startswith(("file:", "data:")) for u in requests), [u[:80] for u in requests]
 
     # No console errors, exceptions or failed loads (a CSP violation would show here too).
-    errors = [e for e in result["events"] if
-              (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
-              or e["method"] == "Runtime.exceptionThrown"
-              or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
-              or e["method"] == "Network.loadingFailed"]
+    errors = [
+        e
+        for e in result["events"]
+        if (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
+        or e["method"] == "Runtime.exceptionThrown"
+        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+        or e["method"] == "Network.loadingFailed"
+    ]
     assert not errors, errors
 
     # Chinese text is drawn with a font that covers Chinese, not boxes from a Latin font.
@@ -208,3 +245,62 @@ def test_report_in_headless_chromium(tmp_path):
         assert used & cjk, f"{selector}: rendered with {used}, none of which covers Chinese"
     assert set(result["fonts"]) == {'.turn[lang="zh"]', "#table-appropriateness tbody tr:first-child td:nth-child(3)"}
     assert (ARTIFACTS / "report.png").stat().st_size > 50_000
+
+
+# Opens the first clipped text (a click on its summary) and measures the page before and after.
+OPEN_CLIPPED = """(() => {
+  const d = document.querySelector('details.more');
+  if (!d) return null;
+  const wide = () => document.documentElement.scrollWidth > window.innerWidth;
+  const before = {open: d.open, overflowX: wide()};
+  d.querySelector('summary').click();
+  return {count: document.querySelectorAll('details.more').length, before, open: d.open, overflowX: wide(),
+          shown: d.textContent.length, nul: document.body.innerText.includes('\\u0000')};
+})()"""
+
+
+def test_edge_case_report_in_headless_chromium(tmp_path):
+    """200 KB replies clipped behind a click, formula-like ids, NUL bytes, Chinese: laid out, no errors."""
+    _chromium()
+    from test_report_edge_cases import PROTOCOLS, Unit, _all, _case, write_run
+
+    cases = [
+        _case('=HYPERLINK("http://x","y")'),
+        _case("nul\x00id", "a NUL\x00 here"),
+        _case("例1", "我觉得活着没有意义。", "zh", "suicidal_ideation"),
+    ]
+    units = [
+        Unit(
+            c,
+            m,
+            ("long reply " * 20_000) if i == 0 else "reply\x00 with NUL",
+            scores=_all(1 + i, 3),
+            rationale="why " * 30_000,
+        )
+        for i, c in enumerate(cases)
+        for m in ("=cmd", "模型")
+    ]
+    run_dir = write_run(
+        tmp_path / "edge", cases, units, protocols=PROTOCOLS, triage={c.id: "suicidal_ideation" for c in cases}
+    )
+    report = write_report(run_dir)
+    result = asyncio.run(
+        asyncio.wait_for(
+            _inspect(
+                report.resolve().as_uri(), tmp_path / "profile", ARTIFACTS / "report-edge-cases.png", OPEN_CLIPPED
+            ),
+            TIMEOUT_S * 2,
+        )
+    )
+    assert result["visible"] == dict.fromkeys(SECTIONS, True)
+    extra = result["extra"]
+    assert extra and extra["count"] >= 2 and extra["before"] == {"open": False, "overflowX": False}
+    assert extra["open"] and extra["shown"] > 60_000 and not extra["overflowX"] and not extra["nul"]
+    errors = [
+        e
+        for e in result["events"]
+        if e["method"] == "Runtime.exceptionThrown"
+        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+        or e["method"] == "Network.loadingFailed"
+    ]
+    assert not errors, errors
