@@ -68,14 +68,14 @@ def run(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", RUN_FILES)
-@pytest.mark.parametrize("command", ["report", "export"])
+@pytest.mark.parametrize("command", ["report", "export", "compare"])
 def test_outputs_never_replace_a_runs_own_files(run, tmp_path, name, command):
     target = run / name
     if not target.exists():  # run.db-wal/-shm: refused whether SQLite left them or not
         target.write_bytes(b"")
     before = _digest(run)
-    args = [command, str(run), "--output", str(target), "--overwrite"]
-    if command == "export":
+    args = [command, str(run), *([str(run)] if command == "compare" else []), "--output", str(target), "--overwrite"]
+    if command != "report":
         args += ["--format", "csv"]
     result = mheval(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
@@ -184,3 +184,32 @@ def test_check_output_rules(run, tmp_path):
 )
 def test_csv_safe(value, expected):
     assert csv_safe(value) == expected
+
+
+def test_compare_output_needs_overwrite(run, tmp_path):
+    target = tmp_path / "diff.csv"
+    target.write_text("mine", encoding="utf-8")
+    refused = mheval("compare", str(run), str(run), "-f", "csv", "--output", str(target), cwd=tmp_path)
+    assert refused.returncode == 2 and target.read_text(encoding="utf-8") == "mine"
+    done = mheval("compare", str(run), str(run), "-f", "csv", "--output", str(target), "--overwrite", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert target.read_text(encoding="utf-8").startswith("metric,model_a,model_b")
+
+
+def test_csv_exports_neutralise_formula_ids(tmp_path):
+    ids = ['=HYPERLINK("http://x","y")', "+1+2", "@SUM(A1)", "-3"]
+    with Store.open(tmp_path / "f") as store:
+        store.put_cases([Case(id=i, turns=[Turn(role="user", content="=2+2 as text")]) for i in ids])
+        for i in ids:
+            store.put_response(Response(case_id=i, model="-model", text="@reply"))
+    out = tmp_path / "responses.csv"
+    result = mheval("export", str(tmp_path / "f"), "-t", "responses", "-f", "csv", "--output", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    import csv
+
+    rows = list(csv.DictReader(out.open(encoding="utf-8", newline="")))
+    assert [r["case_id"] for r in rows] == ["'" + i if i != "-3" else i for i in ids]
+    assert {r["model"] for r in rows} == {"'-model"} and {r["text"] for r in rows} == {"'@reply"}
+    # JSONL keeps the values exactly as they are (it is read by programs, not spreadsheets).
+    jsonl = mheval("export", str(tmp_path / "f"), "-t", "responses", cwd=tmp_path).stdout
+    assert '"case_id": "=HYPERLINK' in jsonl

@@ -305,18 +305,23 @@ def compare(
     run_a: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     run_b: Annotated[Path, typer.Argument(help="The run folder to compare with it.")],
     format: FormatOpt = "table",
+    output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
 ) -> None:
     """Per model and crisis category: B minus A with a CI, and a paired test where the cases are the same."""
+    from mheval.fileio import atomic_write, check_output
     from mheval.report.compare import compare_runs
-    from mheval.report.summary import format_comparison
+    from mheval.report.summary import comparison_text
 
     if format not in REPORT_FORMATS:
         raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
-    frame = compare_runs(run_a, run_b)
-    if format == "table":
-        print(format_comparison(frame), end="")
+    if output is not None:
+        check_output(output, overwrite=overwrite)
+    text = comparison_text(compare_runs(run_a, run_b), format)
+    if output is None:
+        print(text, end="")
     else:
-        _print_frame(frame, "", format)
+        atomic_write(output, text)
 
 
 def _print_frame(frame: Any, title: str, format: str) -> None:

@@ -326,4 +326,15 @@ def format_comparison(frame: pd.DataFrame) -> str:
     )
 
 
-__all__ = ["format_comparison", "headline_frame", "summary_text", "text_table"]
+def comparison_text(frame: pd.DataFrame, fmt: str) -> str:
+    """`compare_runs` output as a table, JSON records or CSV (formula-like text cells neutralised)."""
+    from mheval.engine.export import csv_text
+
+    if fmt == "table":
+        return format_comparison(frame)
+    if fmt == "json":
+        return frame.to_json(orient="records", force_ascii=False, indent=2) + "\n"
+    return csv_text(frame)
+
+
+__all__ = ["comparison_text", "format_comparison", "headline_frame", "summary_text", "text_table"]
