@@ -443,3 +443,29 @@ def test_credentials_in_a_url_are_refused_and_never_written(tmp_path, where):
     assert done.returncode == 2 and "credentials in its URL" in done.stderr
     assert secret not in done.stderr + done.stdout and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "text"),
+    [
+        (b'{"choices":[{"message":{"role":"assistant","content":"I hear you', "I hear you"),
+        (b'{"choices":[{"message":{"content":"line\\nnext \\u4f60\\u597', "line\nnext \u4f60"),  # cut \u escape
+        (b'{"choices":[{"message":{"content":"a back\\\\slash and a cut \\', "a back\\slash and a cut "),
+        ('{"choices":[{"message":{"content":"你好'.encode()[:-1], "你"),  # a cut UTF-8 character
+        (b'{"choices":[{"message":{"content":"done"}, "finish_reason":"length"', "done"),
+    ],
+)
+def test_the_beginning_of_a_cut_answer_is_kept(prefix: bytes, text: str) -> None:
+    from mheval.models.base import BODY_CAP
+    from mheval.models.openai_compat import _salvage
+
+    completion = _salvage(prefix, 0.0)
+    assert completion.text == text and completion.finish_reason == BODY_CAP
+
+
+def test_a_cut_answer_without_a_message_is_an_error_not_a_reply() -> None:
+    from mheval.models.base import ModelError
+    from mheval.models.openai_compat import _salvage
+
+    with pytest.raises(ModelError, match="oversized_body"):
+        _salvage(b'{"error": {"message": "' + b"x" * 100, 0.0)

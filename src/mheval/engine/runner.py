@@ -44,7 +44,7 @@ from mheval.engine.identity import (
 )
 from mheval.engine.limits import set_tpm_limits
 from mheval.engine.runfolder import check_folder, check_identity, claim, suite_identity
-from mheval.engine.store import NO_MODEL, NO_SAMPLE, Store, judgment_key
+from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store, judgment_key
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
@@ -319,12 +319,14 @@ def _retire_stale(store: Store, cases: list[Case]) -> list[list[str]]:
     by_id = {c.id: c for c in cases}
     gen = {cid: case_for_generation(c) for cid, c in by_id.items()}
     judged = {cid: case_for_judging(c) for cid, c in by_id.items()}
-    stale_responses = []
-    for key, inputs in store.response_inputs().items():
-        if inputs and key[0] in gen and inputs.get("case") != gen[key[0]]:
-            stale_responses.append(key)
+    stale_responses = {
+        key
+        for key, inputs in store.response_inputs().items()
+        if inputs and key[0] in gen and inputs.get("case") != gen[key[0]]
+    }
     replies = {(r.case_id, r.model, r.sample): r.text or "" for r in store.responses()}
-    stale_judgments, changes = [], [["case"]] * len(stale_responses)
+    stale_judgments: list[JudgmentKey] = []
+    changes = [["case"]] * len(stale_responses)
     for key, inputs in store.judgment_inputs().items():
         if not inputs or key[0] not in judged:
             continue
@@ -425,7 +427,7 @@ async def _triage(
 
 
 async def _generate(
-    plan: RunPlan, store: Store, executor: Executor, models: dict[str, ChatModel], cases: list[Case],
+    plan: RunPlan, store: Store, executor: Executor, models: Mapping[str, ChatModel], cases: list[Case],
     progress: ProgressSink, redone: Redone,
 ) -> None:  # fmt: skip
     config = plan.config

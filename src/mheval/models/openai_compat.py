@@ -84,6 +84,9 @@ async def _read_capped(resp: aiohttp.ClientResponse, cap: int) -> tuple[bytes, b
     return b"".join(chunks), False
 
 
+_STRING = json.JSONDecoder()
+
+
 def _salvage(prefix: bytes, latency: float) -> Completion:
     """The reply's text from the beginning of an over-long chat answer (the JSON is cut, so it cannot be
     parsed whole): the start of the first message's content string."""
@@ -92,7 +95,7 @@ def _salvage(prefix: bytes, latency: float) -> Completion:
         body = prefix[found.end() :].decode("utf-8", "ignore")
         for trim in range(8):  # a cut escape sequence (\, \u12) at the end: drop it and try again
             try:
-                text, _ = json.decoder.scanstring(body[: len(body) - trim] + '"', 0)
+                text, _ = _STRING.raw_decode('"' + body[: len(body) - trim] + '"')
             except ValueError:
                 continue
             text = text.encode("utf-8", "replace").decode("utf-8")  # a cut surrogate pair
