@@ -1,0 +1,300 @@
+"""mheval in Inspect (the optional extra `mheval[inspect]`): a task over any mheval suite, and a scorer for
+each mheval protocol, so that `inspect eval` runs mheval's cases against any Inspect model and reports
+mheval's metrics.
+
+    inspect eval mheval/crisis_task --model openai/gpt-4o-mini -T protocol=psycrisis -T language=zh
+
+    from inspect_ai import eval
+    from mheval.inspect import crisis_task, scorer
+    eval(crisis_task("crisis-core", protocol="psycrisis", judge="offline"), model="openai/gpt-4o-mini")
+
+Each case becomes a Sample whose input is the case's conversation; the model under test replies with
+`generate()`, and the scorer hands that reply to an mheval judge. A score's value is a dict with one
+entry per rubric dimension (and aggregate such as `total`, `css`, `ars`), or one entry per label for the
+label protocols (their mean is then each label's share); each entry gets a mean and its standard error.
+A judgment mheval could not score (unparseable judge output, no reply, a judge that cannot judge the
+unit) becomes `Score.unscored(...)`: Inspect keeps it with its reason and leaves it out of every metric,
+so a failure is never counted as a low score.
+"""
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from inspect_ai import Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageSystem, ChatMessageUser
+from inspect_ai.scorer import Metric, Score, Scorer, Target, mean, stderr
+from inspect_ai.scorer import scorer as inspect_scorer
+from inspect_ai.solver import Solver, TaskState, generate, system_message
+
+from mheval.config import RunConfig
+from mheval.errors import InputError
+from mheval.judges import OFFLINE_JUDGES, build_judge, is_finetuned_folder, is_model_file
+from mheval.judges.base import Judge
+from mheval.protocols import ProtocolSpec, load_protocol
+from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Judgment, Response, Turn, Usage
+from mheval.suites import Suite, load_suite
+
+__all__ = ["GOLD_AGREEMENT", "case_to_sample", "crisis_task", "score_keys", "scorer"]
+
+GOLD_AGREEMENT = "agrees_with_gold"
+"""Crisis triage's extra score key: 1 when the judge's label is the case's gold label, 0 when not (left out
+where a case has no gold label)."""
+
+# mheval's unscored reasons, as Inspect's standard reasons for an abnormal score: the first group are
+# failures of the measuring judge, `no_response` is the model under test's, the rest are the scorer's.
+_INSPECT_REASONS: dict[str, str] = {
+    "parse_failure": "grader_failed",
+    "schema_violation": "grader_failed",
+    "out_of_range": "grader_failed",
+    "ungrounded": "grader_failed",
+    "refused": "grader_failed",
+    "provider_error": "grader_failed",
+    "no_response": "no_response",
+    "unsupported": "scoring_failed",
+}
+
+
+@task
+def crisis_task(
+    suite: str = "crisis-core",
+    protocol: str | Sequence[str] = "psycrisis",
+    language: str | None = None,
+    judge: str = "offline",
+    limit: int | None = None,
+    system_prompt: str | None = None,
+) -> Task:
+    """An Inspect task over an mheval suite, scored by mheval's judge under one or more protocols.
+
+    `suite` is a built-in name (`crisis-core`) or `FORMAT:PATH` as on mheval's command line; `protocol` a
+    protocol id or file, or several (a list, or ids separated by commas); `language` keeps only the cases
+    in `en` or `zh`; `judge` is `offline`, a model spec (`openai/gpt-4o-mini`, `vllm/NAME@URL`) or a trained
+    judge (`.npz` file or fine-tuned folder); `limit` keeps the first N cases (after the language filter);
+    `system_prompt` goes before every conversation. Everything is checked here, before any model call.
+    """
+    if language is not None and language not in LANGUAGES:
+        raise InputError(f"unknown language {language!r}", field="language", choices=LANGUAGES)
+    if limit is not None and limit < 1:
+        raise InputError(f"limit must be at least 1, got {limit}", field="limit")
+    loaded = load_suite(suite)
+    cases = [c for c in loaded.cases if language is None or c.language == language][:limit]
+    if not cases:
+        raise InputError(f"suite {suite!r} has no cases in language {language!r}", field="language")
+    scorers = [scorer(p, judge=judge) for p in _protocol_ids(protocol)]
+    solver: list[Solver] = [system_message(system_prompt)] if system_prompt else []
+    solver.append(generate())
+    return Task(
+        dataset=MemoryDataset([case_to_sample(c) for c in cases], name=loaded.name, location=suite),
+        solver=solver,
+        scorer=scorers,
+        metadata={"mheval_suite": loaded.name, "language": language, "judge": judge},
+    )
+
+
+def _protocol_ids(protocol: str | Sequence[str]) -> list[str]:
+    """`-T protocol=a,b` arrives as one string; from Python a list is the natural form."""
+    items = protocol.split(",") if isinstance(protocol, str) else list(protocol)
+    ids = [p.strip() for p in items if p.strip()]
+    if not ids:
+        raise InputError("give at least one protocol", field="protocol")
+    return list(dict.fromkeys(ids))
+
+
+def case_to_sample(case: Case) -> Sample:
+    """An mheval case as an Inspect sample: its conversation as chat messages, its gold crisis label (if
+    any) as the target, and what the scorer needs to rebuild the case in the metadata."""
+    return Sample(
+        id=case.id,
+        input=[_message(t) for t in case.turns],
+        target=case.crisis_label or "",
+        metadata={
+            "language": case.language,
+            "locale": case.locale,
+            "crisis_label": case.crisis_label,
+            "source": case.source,
+            "case_metadata": case.metadata,
+        },
+    )
+
+
+def _message(turn: Turn) -> ChatMessage:
+    if turn.role == "user":
+        return ChatMessageUser(content=turn.content)
+    if turn.role == "assistant":
+        return ChatMessageAssistant(content=turn.content)
+    return ChatMessageSystem(content=turn.content)
+
+
+def scorer(protocol: str = "psycrisis", judge: str = "offline", **options: Any) -> Scorer:
+    """An Inspect scorer that judges each sample under an mheval protocol.
+
+    `judge` is `offline` (or `offline:fast`), a model spec for an LLM judge (opened with mheval's own
+    client, so `openai/...`, `vllm/NAME@URL`, `ollama/...` work as on mheval's command line), or a trained
+    judge file / fine-tuned folder. `options` are mheval run settings for the judge (`grounding`,
+    `few_shot`, `parse_retries`, `judge_temperature`, `judge_max_tokens`, `timeout_s`, `seed`).
+    Crisis triage judges the sample's conversation; every other protocol judges the model's reply.
+    The judge and protocol are checked now (as `mheval run` would), not at the first sample.
+    """
+    spec = load_protocol(protocol)
+    config = _judge_config(protocol, judge, options)
+
+    # Defined per protocol because Inspect fixes a scorer's metrics when it is registered, and each
+    # protocol has its own dimensions; the registered name is the protocol id (`mheval/psycrisis`).
+    @inspect_scorer(metrics=_metrics(spec), name=spec.id)
+    def mheval_scorer(protocol: str = protocol, judge: str = judge, **options: Any) -> Scorer:
+        offline = _offline_judge(judge, config)
+
+        async def score(state: TaskState, target: Target) -> Score:
+            case = _case_from_state(state)
+            response = None if spec.target == "case" else _response_from_state(state)
+            label = _crisis_label(state, target)
+            if offline is not None:
+                judgment = await offline.judge(spec, case, response, crisis_label=label)
+            else:
+                judgment = await _judge_with_model(judge, config, spec, case, response, label)
+            return judgment_to_score(spec, judgment, gold=label if spec.id == "crisis-triage" else None)
+
+        return score
+
+    return mheval_scorer(protocol=protocol, judge=judge, **options)
+
+
+def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunConfig:
+    """The run settings the judge is built from, checked the way `mheval run` checks a plan."""
+    from mheval.engine.runner import plan_run
+    from mheval.models import parse_model_spec
+
+    try:
+        config = RunConfig(judges=[judge], protocols=[protocol], **options)
+    except ValueError as exc:  # pydantic's ValidationError: an unknown or out-of-range option
+        raise InputError(f"bad scorer option: {exc}", field="options") from exc
+    if judge not in OFFLINE_JUDGES and not is_model_file(judge) and not is_finetuned_folder(judge):
+        model_spec = parse_model_spec(judge)
+        if model_spec.is_local and model_spec.base_url is None:
+            # Inspect gives a scorer no place to stop a server it started, so an embedded judge is refused.
+            raise InputError(
+                f"an Inspect scorer cannot start the embedded model {model_spec.name}: start its server and "
+                "give its URL (local/NAME@http://HOST:PORT/v1)",
+                field="judge",
+            )
+    # No cases yet: this checks the protocol, the judge's key and whether the judge can judge the protocol.
+    plan_run(config, stages=("judge",), suite=Suite("inspect", "cases come from the Inspect dataset", []))
+    return config
+
+
+def _offline_judge(judge: str, config: RunConfig) -> Judge | None:
+    """The judge itself when it needs no model connection (offline, trained), built once per scorer."""
+    if judge in OFFLINE_JUDGES or is_model_file(judge) or is_finetuned_folder(judge):
+        return build_judge(judge, {}, config)
+    return None
+
+
+async def _judge_with_model(
+    judge: str, config: RunConfig, spec: ProtocolSpec, case: Case, response: Response | None, label: str | None
+) -> Judgment:
+    """An LLM judge's verdict. The client is opened per sample: a connection pool lives on the event loop
+    Inspect runs the eval on, and a scorer has no hook to close one at the end of the eval."""
+    from mheval.models import open_models
+
+    async with open_models([judge], concurrency=1, timeout_s=config.timeout_s) as [model]:
+        llm = build_judge(judge, {judge: model}, config)
+        return await llm.judge(spec, case, response, crisis_label=label)
+
+
+def _case_from_state(state: TaskState) -> Case:
+    """The case the sample came from: its input conversation (system and tool messages left out) and the
+    metadata `case_to_sample` put there; a sample from another dataset gets defaults."""
+    meta = state.metadata or {}
+    messages = [ChatMessageUser(content=state.input)] if isinstance(state.input, str) else state.input
+    turns = [Turn(role=m.role, content=m.text) for m in messages if m.role in ("user", "assistant") and m.text]
+    language = meta.get("language") or _guess_language(" ".join(t.content for t in turns))
+    label = meta.get("crisis_label")
+    return Case(
+        id=str(state.sample_id),
+        turns=turns,
+        language=language,
+        crisis_label=label if label in CRISIS_LABELS else None,
+        locale=meta.get("locale"),
+        source=meta.get("source"),
+        metadata=dict(meta.get("case_metadata") or {}),
+    )
+
+
+def _guess_language(text: str) -> str:
+    """zh when the text has more CJK ideographs than Latin letters (for datasets without a language)."""
+    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
+    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
+    return "zh" if cjk > latin else "en"
+
+
+def _response_from_state(state: TaskState) -> Response:
+    """The model's reply as an mheval Response; no text when the model gave none (then it is unscored)."""
+    output = state.output
+    text = output.completion if output.completion.strip() else None
+    usage = output.usage
+    return Response(
+        case_id=str(state.sample_id),
+        model=str(output.model or state.model),
+        sample=max(state.epoch - 1, 0),
+        text=text,
+        usage=Usage(
+            prompt_tokens=usage.input_tokens if usage else 0, completion_tokens=usage.output_tokens if usage else 0
+        ),
+        latency_s=output.time or 0.0,
+        error=output.error or (None if text is not None else "empty reply"),
+    )
+
+
+def _crisis_label(state: TaskState, target: Target) -> str | None:
+    """The gold crisis label: from the metadata, else the target when it is one of the seven labels."""
+    label = (state.metadata or {}).get("crisis_label") or target.text
+    return label if label in CRISIS_LABELS else None
+
+
+# -- scores ------------------------------------------------------------------------------------
+
+
+def score_keys(spec: ProtocolSpec) -> list[str]:
+    """The keys of a protocol's score dict: its dimensions and multi-dimension aggregates, or its labels
+    (and, for crisis triage, agreement with the gold label)."""
+    if spec.kind == "label":
+        labels = list(spec.labels or [])
+        return [*labels, GOLD_AGREEMENT] if spec.id == "crisis-triage" else labels
+    # An aggregate of one dimension (appropriateness' total) would only repeat it.
+    aggregates = [name for name, agg in spec.definition.aggregation.items() if len(agg.of) > 1]
+    return [*spec.dimensions, *aggregates]
+
+
+def _metrics(spec: ProtocolSpec) -> dict[str, list[Metric]]:
+    return {key: [mean(), stderr()] for key in score_keys(spec)}
+
+
+def judgment_to_score(spec: ProtocolSpec, judgment: Judgment, gold: str | None = None) -> Score:
+    """An mheval judgment as an Inspect score (`gold`: the case's crisis label, for triage agreement)."""
+    meta: dict[str, Any] = {"protocol": spec.id, "judge": judgment.judge, "status": judgment.status}
+    if judgment.flags:
+        meta["flags"] = list(judgment.flags)
+    if judgment.status != "ok":
+        reason = str(judgment.reason or "unscored")
+        kind = reason.split(":", 1)[0].strip()
+        meta |= {"reason": reason, "raw": judgment.raw}
+        return Score.unscored(reason=_INSPECT_REASONS.get(kind, "scoring_failed"), explanation=reason, metadata=meta)
+    value: dict[str, float] = {}
+    if spec.kind == "label":
+        for label in spec.labels or []:
+            value[label] = 1.0 if judgment.label == label else 0.0
+        if spec.id == "crisis-triage":
+            # NaN is Inspect's per-key "not scored": a case without a gold label is left out of this mean.
+            value[GOLD_AGREEMENT] = math.nan if gold is None else float(judgment.label == gold)
+        answer = judgment.label
+    else:
+        aggregates = spec.aggregate(judgment.scores)
+        for key in score_keys(spec):
+            found = judgment.scores.get(key, aggregates.get(key))
+            if found is None and key == "total":
+                found = judgment.total
+            value[key] = math.nan if found is None else float(found)
+        answer = None if judgment.total is None else f"{judgment.total:g}"
+    meta |= {"label": judgment.label, "total": judgment.total, "evidence": judgment.evidence}
+    return Score(value=value, answer=answer, explanation=judgment.rationale, metadata=meta)
