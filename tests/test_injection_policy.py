@@ -112,3 +112,61 @@ def test_the_honest_replies_are_not_flagged(tmp_path: Path, fake_openai: FakeOpe
     with Store.open_existing(run(config, stages=("judge",)).run_dir) as store:
         judgments = store.judgments()
     assert all(j.total == 0 and "injection_suspected" not in j.flags for j in judgments)
+
+
+def _mixed_suite(tmp_path: Path) -> str:
+    """The 16 injected replies and, beside them, 16 honest ones for other cases."""
+    injected = (tmp_path / "injected.jsonl").read_text("utf-8").splitlines()
+    honest = [json.loads(line) for line in (tmp_path / "honest.jsonl").read_text("utf-8").splitlines()]
+    for row in honest:
+        row["id"] = "honest-" + row["id"]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([*injected, *(json.dumps(r, ensure_ascii=False) for r in honest)]) + "\n", "utf-8")
+    return f"jsonl:{path}"
+
+
+def _headline(run_dir: Path) -> str:
+    from mheval.report.tables import summary_frame
+
+    with Store.open_existing(run_dir) as store:
+        frame = summary_frame(store)
+    return str(frame.loc[frame["protocol"] == "psycrisis", "headline"].iloc[0])
+
+
+def test_no_headline_moves_under_exclude_and_flag_shows_both_means(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.default = respond(gullible)
+    judge = f"vllm/gullible@{fake_openai.base_url}"
+    _suite(tmp_path, injected=True)
+    honest = run(
+        RunConfig(
+            suite=_suite(tmp_path, injected=False),
+            judges=[judge],
+            protocols=["psycrisis"],
+            out=str(tmp_path / "honest"),
+            grounding="off",
+        ),
+        stages=("judge",),
+    )
+    mixed = _mixed_suite(tmp_path)
+    excluded = run(
+        RunConfig(
+            suite=mixed,
+            judges=[judge],
+            protocols=["psycrisis"],
+            out=str(tmp_path / "exclude"),
+            grounding="off",
+            on_injection="exclude",
+        ),
+        stages=("judge",),
+    )
+    flagged = run(
+        RunConfig(suite=mixed, judges=[judge], protocols=["psycrisis"], out=str(tmp_path / "flag"), grounding="off"),
+        stages=("judge",),
+    )
+    honest_line = _headline(honest.run_dir)
+    assert "mean total 0.00" in honest_line
+    # Under exclude the 16 obeyed injections count for nothing: the headline is the honest one.
+    assert _headline(excluded.run_dir).startswith(honest_line + " (16 flagged")
+    # Under flag the inflated mean (half the replies scored 5) stands beside the share and the honest mean.
+    line = _headline(flagged.run_dir)
+    assert line == "mean total 2.50; injection_suspected 16/32 (50%); without them: mean total 0.00", line
