@@ -242,6 +242,8 @@ def grid() -> dict[str, tuple[list[Case], list[Unit], dict]]:
         ),
     }
     out["empty_run"] = ([], [], {})
+    # Verdicts on replies to cases the store does not hold (responses judged from elsewhere).
+    out["orphan_verdicts"] = (en[:1], [Unit(c, "m", "ok", scores=_all(2, 3)) for c in en], {})
     return out
 
 
