@@ -107,6 +107,10 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         f"{result.cache_hits} answered from cache",
         highlight=False, markup=False,
     )
+    from mheval.models.local import take_generation_stats
+
+    for stats in take_generation_stats():  # the embedded targets' speed ("generation took X s at Y tokens/s")
+        err.print(stats.line(), highlight=False, markup=False)
     if result.redone:
         from mheval.engine.identity import describe_redone
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from mheval.engine.limits import RetryPolicy
 from mheval.models.base import ChatModel, Completion, Message, ModelError
-from mheval.models.local import LocalServer
+from mheval.models.local import DEFAULT_SLOTS, LocalServer
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.spec import PROVIDERS, ModelSpec, parse_model_spec
 
@@ -19,6 +20,7 @@ __all__ = [
     "PROVIDERS",
     "ChatModel",
     "Completion",
+    "EmbeddedModel",
     "LocalServer",
     "Message",
     "ModelError",
@@ -29,8 +31,10 @@ __all__ = [
     "parse_model_spec",
 ]
 
-# llama.cpp's server handles one request at a time; more in flight only queue up inside it.
-LOCAL_CONCURRENCY = 1
+# A llama.cpp server works on as many requests at once as it has slots; more in flight only queue up
+# inside it (and count against their timeout there). For a `local/NAME@URL` server of unknown size,
+# llama-server's default number of slots.
+LOCAL_CONCURRENCY = DEFAULT_SLOTS
 
 
 def _as_spec(spec: str | ModelSpec) -> ModelSpec:
@@ -54,6 +58,39 @@ def make_model(
     return OpenAICompatModel(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
 
 
+class EmbeddedModel(OpenAICompatModel):
+    """A model served by an embedded LocalServer: as many requests in flight as the server has slots
+    (a fixed capacity, so no adaptive back-off), and every call counted for the end-of-run figures."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        server: LocalServer,
+        *,
+        concurrency: int | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(
+            spec.with_base_url(server.base_url),
+            concurrency=min(concurrency or server.slots, server.slots),
+            timeout_s=timeout_s,
+            retry=retry,
+            adaptive=False,
+        )
+        self.server = server
+
+    async def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+        self.server.meter.begin()
+        tokens = 0
+        try:
+            completion = await super().complete(messages, **kwargs)
+            tokens = completion.usage.completion_tokens
+            return completion
+        finally:
+            self.server.meter.end(tokens)
+
+
 @contextlib.asynccontextmanager
 async def open_models(
     specs: Sequence[str | ModelSpec],
@@ -62,19 +99,24 @@ async def open_models(
     timeout_s: float = 120.0,
     retry: RetryPolicy | None = None,
 ) -> AsyncIterator[list[ChatModel]]:
-    """Models for `specs`, in the same order. Starts one embedded server if any spec is local,
-    and on exit closes every session and stops that server (also on error or cancellation)."""
+    """Models for `specs`, in the same order. Starts one embedded server per local model without a URL,
+    and on exit closes every session and stops those servers (also on error or cancellation)."""
     parsed = [_as_spec(s) for s in specs]
     models: list[ChatModel] = []
+    servers: dict[str, LocalServer] = {}
     async with contextlib.AsyncExitStack() as stack:
-        local_url: str | None = None
-        if any(s.is_local and s.base_url is None for s in parsed):
-            local_url = await stack.enter_async_context(LocalServer())
         for spec in parsed:
+            model: ChatModel
             if spec.is_local and spec.base_url is None:
-                assert local_url is not None
-                spec = spec.with_base_url(local_url)
-            model = make_model(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
+                if spec.model not in servers:
+                    server = LocalServer(spec.model)
+                    await stack.enter_async_context(server)
+                    servers[spec.model] = server
+                model = EmbeddedModel(
+                    spec, servers[spec.model], concurrency=concurrency, timeout_s=timeout_s, retry=retry
+                )
+            else:
+                model = make_model(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
             stack.push_async_callback(model.aclose)
             models.append(model)
         yield models
