@@ -19,7 +19,7 @@ so a failure is never counted as a low score.
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -208,7 +208,8 @@ def _case_from_state(state: TaskState) -> Case:
     meta = state.metadata or {}
     messages = [ChatMessageUser(content=state.input)] if isinstance(state.input, str) else state.input
     turns = [Turn(role=m.role, content=m.text) for m in messages if m.role in ("user", "assistant") and m.text]
-    language = meta.get("language") or _guess_language(" ".join(t.content for t in turns))
+    given = meta.get("language")  # another dataset may say "English" or nothing: then the text decides
+    language = given if given in LANGUAGES else _guess_language(" ".join(t.content for t in turns))
     label = meta.get("crisis_label")
     return Case(
         id=str(state.sample_id),
@@ -221,7 +222,7 @@ def _case_from_state(state: TaskState) -> Case:
     )
 
 
-def _guess_language(text: str) -> str:
+def _guess_language(text: str) -> Literal["en", "zh"]:
     """zh when the text has more CJK ideographs than Latin letters (for datasets without a language)."""
     cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
     latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
