@@ -153,7 +153,8 @@ def scorer(protocol: str = "psycrisis", judge: str = "offline", **options: Any) 
                 judgment = await offline.judge(spec, case, response, crisis_label=label)
             else:
                 judgment = await _judge_with_model(judge, config, spec, case, response, label)
-            return judgment_to_score(spec, judgment, gold=label if spec.id == "crisis-triage" else None)
+            gold = label if spec.id == "crisis-triage" else None
+            return judgment_to_score(spec, judgment, gold=gold, language=case.language)
 
         return score
 
@@ -271,9 +272,14 @@ def _metrics(spec: ProtocolSpec) -> dict[str, list[Metric]]:
     return {key: [mean(), stderr()] for key in score_keys(spec)}
 
 
-def judgment_to_score(spec: ProtocolSpec, judgment: Judgment, gold: str | None = None) -> Score:
-    """An mheval judgment as an Inspect score (`gold`: the case's crisis label, for triage agreement)."""
+def judgment_to_score(
+    spec: ProtocolSpec, judgment: Judgment, gold: str | None = None, language: str | None = None
+) -> Score:
+    """An mheval judgment as an Inspect score (`gold`: the case's crisis label, for triage agreement;
+    `language`: the rubric language the case was judged in, kept in the metadata)."""
     meta: dict[str, Any] = {"protocol": spec.id, "judge": judgment.judge, "status": judgment.status}
+    if language is not None:
+        meta["language"] = language
     if judgment.flags:
         meta["flags"] = list(judgment.flags)
     if judgment.status != "ok":
