@@ -34,6 +34,9 @@ from mheval.protocols import load_protocol
 from mheval.records import Case, Judgment, Response
 from mheval.suites import load_suite
 
+# inspect_ai's own retry set-up uses a tenacity argument that tenacity now deprecates
+pytestmark = pytest.mark.filterwarnings("ignore:The 'initial' parameter is deprecated:DeprecationWarning")
+
 PSYCRISIS_DIMS = load_protocol("psycrisis").dimensions
 TRIAGE_LABELS = load_protocol("crisis-triage").labels or []
 
@@ -68,8 +71,11 @@ def suite_file(tmp_path: Path) -> str:
 
 @pytest.fixture
 def inspect_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """A dummy key, the logs in tmp, and nothing sent through a proxy."""
+    """A dummy key, the logs in tmp, nothing sent through a proxy, and no control server (Inspect's socket
+    for `inspect ctl`, which a test has no use for)."""
     logs = tmp_path / "logs"
+    monkeypatch.setenv("INSPECT_EVAL_CTL_SERVER", "false")
+    monkeypatch.setenv("INSPECT_DISPLAY", "none")
     monkeypatch.setenv("OPENAI_API_KEY", "dummy-key-for-loopback")
     monkeypatch.setenv("INSPECT_LOG_DIR", str(logs))
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
@@ -339,7 +345,7 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     assert "mheval" in names, "the inspect_ai entry point is missing: reinstall mheval (pip install -e .)"
     fake_openai.default = respond(_responder)
     inspect_bin = Path(sys.executable).with_name("inspect")
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg"), "INSPECT_DISPLAY": "none"}
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
     cmd = [str(inspect_bin), "eval", "mheval/crisis_task", "--model", "openai/gpt-4o-mini",
            "--model-base-url", fake_openai.base_url, "--log-dir", str(inspect_env), "--log-format", "json",
            "-T", f"suite={suite_file}", "-T", "protocol=psycrisis,crisis-triage", "-T", "limit=3"]  # fmt: skip
