@@ -219,6 +219,12 @@ def test_missing_file_directory_and_empty_suite(tmp_path: Path) -> None:
     assert f"suite jsonl:{empty} has no cases" in str(load_error(f"jsonl:{empty}"))
 
 
+def test_paths_the_os_cannot_look_up(tmp_path: Path) -> None:
+    assert "home directory" in str(load_error("jsonl:~no-such-user-here/cases.jsonl"))
+    assert "file not found" in str(load_error("help-harm:with\x00nul.json"))
+    assert "cannot use this path" in str(load_error(f"csv:{tmp_path}/{'x' * 5000}.csv"))
+
+
 def test_unknown_suite_lists_builtins_and_formats() -> None:
     err = load_error("no-such-suite")
     assert err.choices is not None

@@ -77,11 +77,21 @@ def _resolve(name: str) -> tuple[str, Path | None]:
     if sep and fmt in FORMATS:
         if not rest.strip():
             raise InputError(f"'{name}' names no path after '{fmt}:'", field="suite")
-        return fmt, Path(rest).expanduser()
+        return fmt, _path(rest)
     suffix = Path(name).suffix.lower()
     if suffix in _SUFFIXES:
-        return _SUFFIXES[suffix], Path(name).expanduser()
+        return _SUFFIXES[suffix], _path(name)
     raise _unknown(name)
+
+
+def _path(text: str) -> Path:
+    """The suite's path, or an InputError for one the OS cannot even look up (`~nosuchuser`, a NUL)."""
+    try:
+        path = Path(text).expanduser()
+        path.exists()
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise InputError(f"cannot use this path: {exc}", path=repr(text)[1:-1], field="suite") from None
+    return path
 
 
 def load_suite(name: str, *, mapping: dict[str, str] | None = None, limit: int | None = None) -> Suite:
