@@ -22,7 +22,7 @@ from mheval.config import RunConfig
 from mheval.engine.batch import BATCH_PRICE_FACTOR
 from mheval.engine.runner import execute, plan_run, run
 from mheval.engine.store import Store
-from mheval.models.pricing import prices
+from mheval.models.context import RunContext
 from test_pipeline import REPLY, judge_answer
 
 PRICES = {"vllm/judge": {"input": 2.0, "output": 8.0}, "vllm/target": {"input": 1.0, "output": 4.0}}
@@ -71,7 +71,7 @@ def test_each_stage_is_one_batch_job_at_half_price_and_a_second_run_calls_nothin
     assert {j.label for j in judgments if j.protocol == "crisis-triage"} == {"suicidal_ideation"}
     assert all(r.text == REPLY for r in responses)
     for j in judgments:
-        full = prices().cost("vllm/judge", prompt_tokens=j.usage.prompt_tokens,
+        full = RunContext.of(prices=PRICES).prices.cost("vllm/judge", prompt_tokens=j.usage.prompt_tokens,
                              completion_tokens=j.usage.completion_tokens)  # fmt: skip
         assert full > 0 and j.usage.cost_usd == pytest.approx(BATCH_PRICE_FACTOR * full)
 

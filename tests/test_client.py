@@ -21,7 +21,7 @@ from fake_openai import (
     respond,
     status,
 )
-from mheval.engine.limits import EndpointLimiter, RetryPolicy, parse_retry_after, run_with_retry
+from mheval.models.limits import EndpointLimiter, RetryPolicy, parse_retry_after, run_with_retry
 from mheval.models import ModelError, OpenAICompatModel, make_model, open_models, parse_model_spec
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, max_s=0.05)

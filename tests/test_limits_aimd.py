@@ -9,17 +9,16 @@ import time
 import pytest
 
 from fake_openai import FakeOpenAI, rate_limited, reply, status
-from mheval.engine.limits import (
+from mheval.models import parse_model_spec
+from mheval.models.context import RunContext
+from mheval.models.limits import (
     AdaptiveLimiter,
     AIMDPolicy,
     EndpointLimiter,
     RetryPolicy,
     TokenBucket,
     estimate_tokens,
-    set_tpm_limits,
-    tpm_bucket,
 )
-from mheval.models import parse_model_spec
 from mheval.models.openai_compat import OpenAICompatModel
 
 HELLO = [{"role": "user", "content": "hello there"}]
@@ -242,16 +241,20 @@ def test_tpm_is_settled_with_real_usage_and_failed_calls_refund(fake_openai: Fak
     assert fake_openai.calls == 6
 
 
-def test_tpm_limits_by_model_name_are_shared() -> None:
-    set_tpm_limits({"openai/some-model": 90_000})
-    try:
-        a = tpm_bucket("openai/some-model")
-        assert a is not None and a is tpm_bucket("openai/some-model")
-        assert a.rate == pytest.approx(1500.0)
-        assert tpm_bucket("openai/other") is None
-    finally:
-        set_tpm_limits({"openai/some-model": 0})
-    assert tpm_bucket("openai/some-model") is None
+def test_tpm_budgets_belong_to_one_run_and_are_shared_by_name_within_it() -> None:
+    first = RunContext.of({"openai/some-model": 90_000})
+    a = first.bucket("openai/some-model")
+    assert a is not None and a is first.bucket("openai/some-model")
+    assert a.rate == pytest.approx(1500.0)
+    assert first.bucket("openai/other") is None
+    # A second run in the same process has its own budgets: nothing leaks from the first.
+    second = RunContext.of({"openai/other": 60_000}, tpm_share=2)
+    assert second.bucket("openai/some-model") is None
+    other = second.bucket("openai/other")
+    assert other is not None and other.rate == pytest.approx(500.0) and first.bucket("openai/other") is None
+    spec = parse_model_spec("openai/some-model")
+    assert OpenAICompatModel(spec, context=first).token_bucket is a
+    assert OpenAICompatModel(spec, context=second).token_bucket is None
 
 
 def test_estimate_is_generous_for_chinese() -> None:

@@ -15,26 +15,17 @@ from mheval.config import RunConfig
 from mheval.engine.runner import run
 from mheval.engine.store import Store
 from mheval.errors import InputError
-from mheval.models.pricing import (
-    PriceTable,
-    cost_of,
-    load_prices,
-    price_status,
-    prices,
-    reset_prices,
-    set_prices,
-)
+from mheval.models.context import RunContext
+from mheval.models.pricing import PriceTable, cost_of, default_prices, price_status
 from mheval.records import Usage
 
 MILLION = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000)
 
 
 @pytest.fixture(autouse=True)
-def _fresh_prices(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _no_price_file(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("MHEVAL_PRICES", raising=False)
-    reset_prices()
     yield
-    reset_prices()
 
 
 def test_known_models_and_their_snapshots() -> None:
@@ -68,21 +59,24 @@ def test_self_hosted_costs_nothing_and_unknown_says_so(caplog: pytest.LogCapture
 def test_overrides_from_yaml_json_env_and_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     yml = tmp_path / "prices.yaml"
     yml.write_text("gpt-4o-mini: {input: 1.0, output: 2.0}\nmy-model: [3, 4]\n", encoding="utf-8")
-    load_prices(yml)
-    assert cost_of("openai/gpt-4o-mini", MILLION) == pytest.approx(3.0)
-    assert cost_of("together/my-model", MILLION) == pytest.approx(7.0)
-    assert prices().lookup("openai/gpt-4o-mini").price.source == str(yml)  # type: ignore[union-attr]
+    run_prices = RunContext.of(prices=yml).prices
+    assert run_prices.cost("openai/gpt-4o-mini", MILLION) == pytest.approx(3.0)
+    assert run_prices.cost("together/my-model", MILLION) == pytest.approx(7.0)
+    assert run_prices.lookup("openai/gpt-4o-mini").price.source == str(yml)  # type: ignore[union-attr]
+    # One run's prices are its own: the defaults, and any other run, are untouched.
+    assert cost_of("openai/gpt-4o-mini", MILLION) == pytest.approx(0.75)
+    assert RunContext.of().prices.cost("together/my-model", MILLION) == 0.0
 
     js = tmp_path / "prices.json"
     js.write_text(json.dumps({"openai/gpt-4o-mini@http://127.0.0.1:9/v1": {"input": 5, "output": 5}}))
     monkeypatch.setenv("MHEVAL_PRICES", str(js))
-    reset_prices()
-    # A full spec string prices one server; the file named by MHEVAL_PRICES is read on first use.
-    assert cost_of("openai/gpt-4o-mini@http://127.0.0.1:9/v1", MILLION) == pytest.approx(10.0)
-    assert cost_of("openai/gpt-4o-mini", MILLION) == pytest.approx(0.75)  # the defaults are still there
+    # A full spec string prices one server; the file named by MHEVAL_PRICES is read into each new table.
+    table = default_prices()
+    assert table.cost("openai/gpt-4o-mini@http://127.0.0.1:9/v1", MILLION) == pytest.approx(10.0)
+    assert table.cost("openai/gpt-4o-mini", MILLION) == pytest.approx(0.75)  # the defaults are still there
 
-    set_prices({"openai/gpt-4o-mini": {"input": 0.0, "output": 1.0}})
-    assert cost_of("openai/gpt-4o-mini", MILLION) == pytest.approx(1.0)
+    entries = RunContext.of(prices={"openai/gpt-4o-mini": {"input": 0.0, "output": 1.0}}).prices
+    assert entries.cost("openai/gpt-4o-mini", MILLION) == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(
@@ -113,12 +107,12 @@ def test_cost_lands_in_responses_and_judgments(tmp_path: Path, fake_openai: Fake
     fake_openai.default = respond(_judge_answer)
     target = f"test/target@{fake_openai.base_url}"
     judge = f"test/judge@{fake_openai.base_url}"
-    set_prices({target: {"input": 1.0, "output": 4.0}, judge: {"input": 2.0, "output": 8.0}})
+    prices = {target: {"input": 1.0, "output": 4.0}, judge: {"input": 2.0, "output": 8.0}}
     suite = tmp_path / "cases.jsonl"
     suite.write_text("".join(json.dumps({"id": f"k{i}", "text": f"A hard week, number {i}."}) + "\n"
                              for i in range(3)), encoding="utf-8")
     config = RunConfig(suite=f"jsonl:{suite}", models=[target], judges=[judge], protocols=["psycrisis"],
-                       out=str(tmp_path / "run"), concurrency=2)
+                       out=str(tmp_path / "run"), concurrency=2, prices=prices)
     run(config)
     with Store.open_existing(tmp_path / "run") as store:
         responses = store.responses()

@@ -7,8 +7,8 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from mheval.engine.limits import json_of
 from mheval.models.base import ChatModel, Completion, Message
+from mheval.models.limits import json_of
 from mheval.records import Usage
 
 # A stand-in for the schema while the rest of the key is serialised; the schema's own JSON (memoised,

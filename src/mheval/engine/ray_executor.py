@@ -63,14 +63,15 @@ class RayWorker:
 
     async def _workbench(self) -> Workbench:
         if self.bench is None:
-            from mheval.engine.runner import apply_run_settings
+            from mheval.engine.runner import run_context
             from mheval.judges import build_judges
             from mheval.models import open_models
             from mheval.protocols import load_protocol
 
             config = self.config
-            apply_run_settings(config, tpm_share=self.workers)
-            opened = open_models(self.wanted, concurrency=self.concurrency, timeout_s=config.timeout_s)
+            context = run_context(config, tpm_share=self.workers)
+            opened = open_models(self.wanted, concurrency=self.concurrency, timeout_s=config.timeout_s,
+                                 context=context)  # fmt: skip
             raw = await self.stack.enter_async_context(opened)
             models = {name: CachedModel(m, self.recorder) for name, m in zip(self.wanted, raw, strict=True)}
             judges = build_judges(models, config)

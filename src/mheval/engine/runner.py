@@ -42,7 +42,6 @@ from mheval.engine.identity import (
     judge_digest,
     judging_inputs,
 )
-from mheval.engine.limits import set_tpm_limits
 from mheval.engine.runfolder import check_folder, check_identity, claim, suite_identity
 from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store, judgment_key
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
@@ -51,9 +50,9 @@ from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_
 from mheval.judges.panel import build_panels, same_family
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel
+from mheval.models.context import RunContext
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
-from mheval.models.pricing import load_prices, set_prices
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
@@ -231,7 +230,6 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
     run_dir = config.run_dir()
     started = time.perf_counter()
     check_folder(run_dir)
-    apply_run_settings(config)
     with claim(run_dir), Store.open(run_dir) as store:
         identity = suite_identity(config.suite, [c.id for c in plan.suite.cases])
         check_identity(store.get_meta("identity"), identity, run_dir)  # before anything is written
@@ -246,7 +244,9 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
 
         targets = config.models if "generate" in plan.stages else []
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
-        opened = open_models(wanted, concurrency=config.concurrency, timeout_s=config.timeout_s)
+        opened = open_models(
+            wanted, concurrency=config.concurrency, timeout_s=config.timeout_s, context=run_context(config)
+        )
         commits = _group_commit(store) if config.group_commit else contextlib.nullcontext()
         async with opened as raw_models, commits, contextlib.AsyncExitStack() as stack:
             if config.batch:
@@ -359,14 +359,10 @@ def _put_given_responses(store: Store, suite: Suite, redone: Redone) -> None:
     store.put_responses(fresh, inputs)
 
 
-def apply_run_settings(config: RunConfig, tpm_share: int = 1) -> None:
-    """The process-wide settings of a run: tokens-per-minute budgets (split `tpm_share` ways, for Ray
-    workers that each hold a part) and the price table."""
-    set_tpm_limits({name: max(1, tpm // tpm_share) for name, tpm in config.tpm.items()})
-    if isinstance(config.prices, str):
-        load_prices(config.prices)
-    elif config.prices:
-        set_prices(config.prices)
+def run_context(config: RunConfig, tpm_share: int = 1) -> RunContext:
+    """The run's budgets and prices for its models (split `tpm_share` ways, for Ray workers that each hold
+    a part); nothing is set process-wide, so runs in one process share nothing."""
+    return RunContext.of(config.tpm, config.prices, tpm_share=tpm_share)
 
 
 def _batched(model: ChatModel, store: Store, config: RunConfig) -> ChatModel:

@@ -10,8 +10,9 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from mheval.engine.limits import RetryPolicy
 from mheval.models.base import ChatModel, Completion, Message, ModelError
+from mheval.models.context import RunContext
+from mheval.models.limits import RetryPolicy
 from mheval.models.local import DEFAULT_SLOTS, LocalServer
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.spec import PROVIDERS, ModelSpec, parse_model_spec
@@ -26,6 +27,7 @@ __all__ = [
     "ModelError",
     "ModelSpec",
     "OpenAICompatModel",
+    "RunContext",
     "make_model",
     "open_models",
     "parse_model_spec",
@@ -47,6 +49,7 @@ def make_model(
     concurrency: int = 16,
     timeout_s: float = 120.0,
     retry: RetryPolicy | None = None,
+    context: RunContext | None = None,
 ) -> ChatModel:
     """A model for a remote (or already running) endpoint. `local/...` specs need `open_models`,
     which starts the embedded server, unless the spec already carries a base URL."""
@@ -55,7 +58,7 @@ def make_model(
         raise ValueError(f"{spec.name} runs embedded: use `async with open_models([...])` to start it")
     if spec.is_local:
         concurrency = min(concurrency, LOCAL_CONCURRENCY)
-    return OpenAICompatModel(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
+    return OpenAICompatModel(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry, context=context)
 
 
 class EmbeddedModel(OpenAICompatModel):
@@ -70,6 +73,7 @@ class EmbeddedModel(OpenAICompatModel):
         concurrency: int | None = None,
         timeout_s: float = 120.0,
         retry: RetryPolicy | None = None,
+        context: RunContext | None = None,
     ) -> None:
         super().__init__(
             spec.with_base_url(server.base_url),
@@ -77,6 +81,7 @@ class EmbeddedModel(OpenAICompatModel):
             timeout_s=timeout_s,
             retry=retry,
             adaptive=False,
+            context=context,
         )
         self.server = server
 
@@ -98,9 +103,11 @@ async def open_models(
     concurrency: int = 16,
     timeout_s: float = 120.0,
     retry: RetryPolicy | None = None,
+    context: RunContext | None = None,
 ) -> AsyncIterator[list[ChatModel]]:
-    """Models for `specs`, in the same order. Starts one embedded server per local model without a URL,
-    and on exit closes every session and stops those servers (also on error or cancellation)."""
+    """Models for `specs`, in the same order, sharing the run's `context` (budgets, prices). Starts one
+    embedded server per local model without a URL, and on exit closes every session and stops those
+    servers (also on error or cancellation)."""
     parsed = [_as_spec(s) for s in specs]
     models: list[ChatModel] = []
     servers: dict[str, LocalServer] = {}
@@ -113,10 +120,11 @@ async def open_models(
                     await stack.enter_async_context(server)
                     servers[spec.model] = server
                 model = EmbeddedModel(
-                    spec, servers[spec.model], concurrency=concurrency, timeout_s=timeout_s, retry=retry
-                )
+                    spec, servers[spec.model], concurrency=concurrency, timeout_s=timeout_s, retry=retry,
+                    context=context,
+                )  # fmt: skip
             else:
-                model = make_model(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
+                model = make_model(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry, context=context)
             stack.push_async_callback(model.aclose)
             models.append(model)
         yield models

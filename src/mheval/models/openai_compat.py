@@ -19,8 +19,8 @@ the next shape at once (it is not a retry attempt). The model object remembers t
 that worked and starts there next time; a shape is only given up after a lower one succeeded,
 so a request that fails in every shape (say, a prompt too long: 400) changes nothing.
 
-Limits (engine/limits.py), all on the one path every attempt takes (`_post`): a tokens-per-minute
-budget, when the model has one (`tpm=` or `set_tpm_limits`), is charged the prompt's estimated tokens
+Limits (models/limits.py), all on the one path every attempt takes (`_post`): a tokens-per-minute
+budget, when the model has one (`tpm=` or its run's RunContext), is charged the prompt's estimated tokens
 plus `max_tokens` before the request and settled with the real usage after it (a refused or failed
 request gives its tokens back); the endpoint's adaptive limiter hears of every success (with its
 latency) and every overload (429, 503, 529, a timeout) and moves the in-flight limit accordingly.
@@ -39,7 +39,9 @@ from typing import Any
 
 import aiohttp
 
-from mheval.engine.limits import (
+from mheval.models.base import BODY_CAP, Completion, Message, ModelError
+from mheval.models.context import RunContext
+from mheval.models.limits import (
     OVERLOAD_STATUSES,
     EndpointLimiter,
     RetryPolicy,
@@ -51,10 +53,7 @@ from mheval.engine.limits import (
     json_of,
     parse_retry_after,
     run_with_retry,
-    tpm_bucket,
 )
-from mheval.models.base import BODY_CAP, Completion, Message, ModelError
-from mheval.models.pricing import prices
 from mheval.models.spec import ModelSpec
 from mheval.records import Usage
 
@@ -143,9 +142,11 @@ class OpenAICompatModel:
         retry: RetryPolicy | None = None,
         tpm: float | TokenBucket | None = None,
         adaptive: bool = True,
+        context: RunContext | None = None,
     ) -> None:
         """`tpm`: this model's tokens-per-minute budget, or a TokenBucket to share (None: whatever
-        `set_tpm_limits` says for this model's name, else no budget).
+        the run's `context` gives this model's name, else no budget). `context`: the run's budgets and prices
+        (models/context.py); None for the default prices and no budget.
         `adaptive`: let the endpoint's in-flight limit back off on overload (AIMD) below `concurrency`."""
         if spec.base_url is None:
             raise ValueError(f"{spec.name} has no base URL yet (local models are started by open_models)")
@@ -159,6 +160,8 @@ class OpenAICompatModel:
         self.retry = retry or RetryPolicy()
         self.tpm = tpm
         self.adaptive = adaptive
+        self.context = context or RunContext()
+        self._own_bucket = tpm if isinstance(tpm, TokenBucket) else TokenBucket(tpm) if tpm else None
         self._url = spec.base_url + "/chat/completions"
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -195,9 +198,7 @@ class OpenAICompatModel:
     @property
     def token_bucket(self) -> TokenBucket | None:
         """This model's tokens-per-minute bucket, or None when it has no budget."""
-        if isinstance(self.tpm, TokenBucket):
-            return self.tpm
-        return tpm_bucket(self.name, self.tpm)
+        return self._own_bucket or self.context.bucket(self.name)
 
     async def aclose(self) -> None:
         if self._session is not None and self._loop is asyncio.get_running_loop():
@@ -432,7 +433,7 @@ class OpenAICompatModel:
                 prompt_tokens=prompt_tokens,
                 completion_tokens=completion_tokens,
                 cost_usd=price_factor
-                * prices().cost(self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
+                * self.context.prices.cost(self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
             ),
             latency_s=latency,
             structured=mode,

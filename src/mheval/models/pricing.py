@@ -4,9 +4,9 @@ The table below is an EDITABLE DEFAULT: list prices of common hosted models on t
 standard tier (no batch, cached-input or long-context rates), as we knew them in 2025-08. Prices
 change; check the provider's page and override what differs:
 
-- from a file: `load_prices("prices.yaml")`, or set `MHEVAL_PRICES=/path/to/prices.yaml` (YAML or JSON,
-  read on first use) with entries `MODEL: {input: USD_PER_1M, output: USD_PER_1M}`;
-- from code (a run config, later): `set_prices({"openai/gpt-4o-mini": {"input": 0.15, "output": 0.6}})`.
+- for one run: its config's `prices:` (a YAML/JSON file, or entries `MODEL: {input: USD_PER_1M,
+  output: USD_PER_1M}`), which go into that run's own table (models/context.py);
+- for every run: `MHEVAL_PRICES=/path/to/prices.yaml`, read into each new table.
 
 A key is a model id (`gpt-4o-mini`, matched for any provider that serves it under that id, with
 date-stamped snapshots such as `gpt-4o-mini-2024-07-18` falling back to it) or a full spec string
@@ -199,7 +199,7 @@ class PriceTable:
             if found.status == "unknown" and model_name not in self._warned:
                 self._warned.add(model_name)
                 log.warning(
-                    "unknown price for %s: its cost is counted as 0 (set one with %s or set_prices)",
+                    "unknown price for %s: its cost is counted as 0 (set one in the run's prices or with %s)",
                     model_name,
                     PRICES_ENV,
                 )
@@ -207,46 +207,36 @@ class PriceTable:
         return found.price.cost(prompt_tokens, completion_tokens)
 
 
-_table: PriceTable | None = None
+def default_prices() -> PriceTable:
+    """A new table of the built-in prices, plus the file named by MHEVAL_PRICES if set. Each call gives
+    a table of its own: a run changes its own (models/context.py), never another run's."""
+    table = PriceTable()
+    path = os.environ.get(PRICES_ENV)
+    if path:
+        table.load(path)
+    return table
 
 
-def prices() -> PriceTable:
-    """The process-wide price table: the defaults, plus the file named by MHEVAL_PRICES if set."""
-    global _table
-    if _table is None:
-        table = PriceTable()
-        path = os.environ.get(PRICES_ENV)
-        if path:
-            table.load(path)
-        _table = table
-    return _table
+_defaults: PriceTable | None = None
 
 
-def load_prices(path: str | Path) -> None:
-    """Merge a YAML/JSON price file into the process-wide table."""
-    prices().load(path)
-
-
-def set_prices(entries: dict[str, Any]) -> None:
-    """Add or replace prices in the process-wide table (`{model: {"input": x, "output": y}}`)."""
-    prices().update(entries)
-
-
-def reset_prices() -> None:
-    """Back to the defaults (and MHEVAL_PRICES) on next use; for tests."""
-    global _table
-    _table = None
+def _shared_defaults() -> PriceTable:
+    """The defaults, read once, for the lookups below (which never change a table)."""
+    global _defaults
+    if _defaults is None:
+        _defaults = default_prices()
+    return _defaults
 
 
 def cost_of(model_name: str, usage: Usage) -> float:
     """USD that `usage` cost on `model_name`; 0.0 for self-hosted models and for unknown prices
     (see `price_status` to tell those apart)."""
-    return prices().cost(model_name, usage)
+    return _shared_defaults().cost(model_name, usage)
 
 
 def price_status(model_name: str) -> PriceStatus:
     """ "known", "self_hosted" (costs nothing per token) or "unknown" (counted as 0: say so in reports)."""
-    return prices().lookup(model_name).status
+    return _shared_defaults().lookup(model_name).status
 
 
 __all__ = [
@@ -256,9 +246,6 @@ __all__ = [
     "PriceLookup",
     "PriceTable",
     "cost_of",
-    "load_prices",
+    "default_prices",
     "price_status",
-    "prices",
-    "reset_prices",
-    "set_prices",
 ]

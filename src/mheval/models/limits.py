@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from mheval.models.base import ModelError
+
 T = TypeVar("T")
 
 # Statuses worth another try: rate limits, server-side failures, and a request timeout.
@@ -116,9 +118,6 @@ async def run_with_retry(
             return await call()
         except TransientError as exc:
             if attempt >= policy.max_attempts:
-                # Imported here: mheval.models imports this module, so a top-level import would be circular.
-                from mheval.models.base import ModelError
-
                 raise ModelError(exc.kind, f"gave up after {attempt} attempts: {exc.message}") from None
             await sleep(policy.delay(attempt, exc.retry_after))
             attempt += 1
@@ -391,34 +390,6 @@ def json_of(obj: object, *, sort_keys: bool = False, ensure_ascii: bool = True) 
     if len(_JSON_MEMO) < _JSON_MEMO_SIZE:
         _JSON_MEMO[key] = (obj, text)
     return text
-
-
-# Tokens-per-minute budgets by model name (a spec string such as "openai/gpt-4o-mini"), set once per
-# process by whoever knows them (a run config); a model object given its own `tpm` ignores this.
-_tpm_limits: dict[str, float] = {}
-_tpm_buckets: dict[str, TokenBucket] = {}
-
-
-def set_tpm_limits(limits: dict[str, float]) -> None:
-    """Set tokens-per-minute budgets by model name; 0 or None removes one. Replaces buckets already made."""
-    for name, value in limits.items():
-        _tpm_buckets.pop(name, None)
-        if value:
-            _tpm_limits[name] = float(value)
-        else:
-            _tpm_limits.pop(name, None)
-
-
-def tpm_bucket(name: str, per_minute: float | None = None) -> TokenBucket | None:
-    """The shared token bucket of model `name`: its own `per_minute` if given, else the budget set with
-    `set_tpm_limits`, else None (no budget). One bucket per name, so two objects for one model share it."""
-    limit = per_minute or _tpm_limits.get(name)
-    if not limit:
-        return None
-    bucket = _tpm_buckets.get(name)
-    if bucket is None or bucket.per_minute != limit:
-        bucket = _tpm_buckets[name] = TokenBucket(limit)
-    return bucket
 
 
 # One registry per event loop, so a limiter never outlives (or crosses) the loop it waits in.
