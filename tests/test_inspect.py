@@ -400,6 +400,20 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     assert m["total"]["mean"] == pytest.approx(sum(totals) / 2)
     assert _metrics(log, "crisis-triage")[GOLD_AGREEMENT]["scored"] == 3
 
+    # `inspect score` makes mheval's scorer again by its registered name, here with an LLM judge instead
+    rescored = tmp_path / "rescored.json"
+    cmd = [str(inspect_bin), "score", str(path), "--scorer", "mheval/psycrisis",
+           "-S", f"judge=vllm/judge@{fake_openai.base_url}", "--action", "overwrite",
+           "--output-file", str(rescored), "--display", "none"]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    log = read_eval_log(str(rescored))
+    assert log.samples is not None
+    again = {str(s.id): (s.scores or {})["psycrisis"] for s in log.samples}
+    assert again["a"].metadata and again["a"].metadata["judge"] == f"vllm/judge@{fake_openai.base_url}"
+    assert _value(again["a"])["risk_assessment"] == 1.0 and _value(again["b"])["risk_assessment"] == 0.0
+    assert _is_unscored(again["c"].value) and again["c"].reason == "no_response"
+
 
 def _await(coro: Any) -> Any:
     import asyncio

@@ -18,7 +18,7 @@ so a failure is never counted as a low score.
 """
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from inspect_ai import Task, task
@@ -33,6 +33,7 @@ from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judge, is_finetuned_folder, is_model_file
 from mheval.judges.base import Judge
 from mheval.protocols import ProtocolSpec, load_protocol
+from mheval.protocols.spec import BUILTIN_ORDER
 from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Judgment, Response, Turn, Usage
 from mheval.suites import Suite, load_suite
 
@@ -137,28 +138,41 @@ def scorer(protocol: str = "psycrisis", judge: str = "offline", **options: Any) 
     The judge and protocol are checked now (as `mheval run` would), not at the first sample.
     """
     spec = load_protocol(protocol)
-    config = _judge_config(protocol, judge, options)
+    keys, factory = _FACTORIES.get(spec.id, ((), None))
+    if factory is None or keys != tuple(score_keys(spec)):
+        factory = _register(spec)  # a protocol file of one's own, or one whose keys differ from the built-in
+    return factory(protocol=protocol, judge=judge, **options)
 
-    # Defined per protocol because Inspect fixes a scorer's metrics when it is registered, and each
-    # protocol has its own dimensions; the registered name is the protocol id (`mheval/psycrisis`).
+
+def _register(spec: ProtocolSpec) -> Callable[..., Scorer]:
+    """Register a scorer factory for a protocol with Inspect, as `mheval/<protocol id>`.
+
+    One factory per protocol, because Inspect fixes a scorer's metrics when it is registered and each
+    protocol has its own keys. The factory takes only plain arguments, which Inspect records in the log,
+    so `inspect score` can make the same scorer again from a log.
+    """
+
     @inspect_scorer(metrics=_metrics(spec), name=spec.id)
-    def mheval_scorer(protocol: str = protocol, judge: str = judge, **options: Any) -> Scorer:
+    def mheval_scorer(protocol: str = spec.id, judge: str = "offline", **options: Any) -> Scorer:
+        protocol_spec = load_protocol(protocol)
+        config = _judge_config(protocol, judge, options)
         offline = _offline_judge(judge, config)
 
         async def score(state: TaskState, target: Target) -> Score:
             case = _case_from_state(state)
-            response = None if spec.target == "case" else _response_from_state(state)
+            response = None if protocol_spec.target == "case" else _response_from_state(state)
             label = _crisis_label(state, target)
             if offline is not None:
-                judgment = await offline.judge(spec, case, response, crisis_label=label)
+                judgment = await offline.judge(protocol_spec, case, response, crisis_label=label)
             else:
-                judgment = await _judge_with_model(judge, config, spec, case, response, label)
-            gold = label if spec.id == "crisis-triage" else None
-            return judgment_to_score(spec, judgment, gold=gold, language=case.language)
+                judgment = await _judge_with_model(judge, config, protocol_spec, case, response, label)
+            gold = label if protocol_spec.id == "crisis-triage" else None
+            return judgment_to_score(protocol_spec, judgment, gold=gold, language=case.language)
 
         return score
 
-    return mheval_scorer(protocol=protocol, judge=judge, **options)
+    _FACTORIES[spec.id] = (tuple(score_keys(spec)), mheval_scorer)
+    return mheval_scorer
 
 
 def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunConfig:
@@ -305,3 +319,10 @@ def judgment_to_score(
         answer = None if judgment.total is None else f"{judgment.total:g}"
     meta |= {"label": judgment.label, "total": judgment.total, "evidence": judgment.evidence}
     return Score(value=value, answer=answer, explanation=judgment.rationale, metadata=meta)
+
+
+# The built-in protocols' scorers are registered when Inspect loads this module (through the package's
+# `inspect_ai` entry point), so `inspect score` and `--scorer mheval/<id>` find them by name.
+_FACTORIES: dict[str, tuple[tuple[str, ...], Callable[..., Scorer]]] = {}
+for _protocol_id in BUILTIN_ORDER:
+    _register(load_protocol(_protocol_id))
