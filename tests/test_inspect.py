@@ -225,8 +225,13 @@ def test_eval_with_offline_judge_reports_mhevals_verdicts(
     fake_openai: FakeOpenAI, inspect_env: Path, suite_file: str
 ) -> None:
     fake_openai.default = respond(_responder)
-    log = _run(crisis_task(suite_file, protocol="psycrisis,crisis-triage"), fake_openai, inspect_env)
+    task = crisis_task(suite_file, protocol="psycrisis,crisis-triage", system_prompt="You are a careful listener.")
+    log = _run(task, fake_openai, inspect_env)
     assert log.samples is not None and len(log.samples) == 4
+    # the system prompt goes to the model under test, and the multi-turn case goes as its turns
+    sent = [r.json["messages"] for r in fake_openai.requests]
+    assert all(m[0] == {"role": "system", "content": "You are a careful listener."} for m in sent)
+    assert sorted(len(m) for m in sent) == [2, 2, 2, 4]
 
     # Each sample's score is what mheval's offline judge says about the same case and reply.
     judge, psy, triage = OfflineJudge(), load_protocol("psycrisis"), load_protocol("crisis-triage")
