@@ -128,3 +128,32 @@ def test_nested_cv_reports_folds_spread_choices_and_a_monotone_curve() -> None:
     assert all(a >= b for a, b in itertools.pairwise(recalls))
     again = nested_cv(x, table, grid=(0.1, 1.0), distilled_weights=(0.2, 0.5), folds=3, inner_folds=2, seed=0)
     assert again == result
+
+
+def test_the_offline_judge_applies_a_models_threshold(tmp_path) -> None:
+    """A triage model whose classifier prefers no_crisis (0.7) but gives the severe labels 0.3 in all:
+    with a threshold of 0.25 the judge says suicidal ideation and says why; without one, no_crisis."""
+    import asyncio
+    import json
+    from types import SimpleNamespace
+
+    from mheval.judges.offline import OfflineJudge
+    from mheval.judges.offline.trained import LinearHead, TrainedJudge
+    from mheval.records import Case, Turn
+
+    labels = list(CRISIS_LABELS)
+    probs = np.full(len(labels), 1e-6)
+    probs[labels.index(NC)], probs[labels.index(SI)], probs[labels.index(SH)] = 0.7, 0.2, 0.1
+    d = 6  # lex:triage: no encoder needed
+    head = LinearHead(np.zeros(d), np.ones(d), np.zeros((len(labels), d)), np.log(probs / probs.sum()))
+    case = Case(id="c", turns=[Turn(role="user", content="a quiet evening at home")])
+    for threshold, expected in ((0.25, SI), (None, NC)):
+        meta = {"protocol": "crisis-triage", "kind": "classifier", "labels": labels, "target": "case",
+                "features": ["lex:triage"], "severe_threshold": threshold}  # fmt: skip
+        folder = tmp_path / str(threshold)
+        TrainedJudge(head, meta, name="offline").save(folder / "crisis-triage.npz")
+        verdict = asyncio.run(OfflineJudge(models=folder).judge(SimpleNamespace(id="crisis-triage"), case, None))
+        assert verdict.label == expected
+        assert json.loads(verdict.raw)["raised_by_threshold"] is (threshold is not None)
+        if threshold is not None:
+            assert "safety threshold" in verdict.rationale
