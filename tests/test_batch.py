@@ -88,7 +88,7 @@ def test_failed_lines_are_unscored_then_submitted_again_alone(tmp_path, fake_ope
         first = store.judgments()
     unscored = [j for j in first if j.status != "ok"]
     assert len(first) == 4 and len(unscored) == 1
-    assert unscored[0].reason.startswith("provider_error") and "http_500" in unscored[0].reason
+    assert unscored[0].reason == "provider_error" and "http_500" in unscored[0].reason_text
 
     run(config, stages=("judge",))
     assert [b["requests"] for b in fake_openai.batches] == [4, 1], "only the failed call goes out again"
@@ -104,7 +104,7 @@ def test_an_expired_job_leaves_its_units_unscored_and_the_next_run_resubmits_the
     with Store.open_existing(tmp_path / "run") as store:
         judgments = store.judgments()
     assert len(judgments) == 3
-    assert all(j.reason.startswith("provider_error") and "batch_expired" in j.reason for j in judgments)
+    assert all(j.reason == "provider_error" and "batch_expired" in j.reason_text for j in judgments)
 
     fake_openai.batch_outcome = "completed"
     run(config, stages=("judge",))
@@ -162,7 +162,7 @@ def test_a_job_the_server_no_longer_knows_is_submitted_again(tmp_path, fake_open
     fake_openai.batch_hold = False
     run(config, stages=("judge",))  # polling answers 404: the calls are unscored and forgotten
     with Store.open_existing(tmp_path / "run") as store:
-        assert all("http_404" in (j.reason or "") for j in store.judgments())
+        assert all("http_404" in (j.reason_text or "") for j in store.judgments())
     run(config, stages=("judge",))
     assert [b["requests"] for b in fake_openai.batches] == [2]
     with Store.open_existing(tmp_path / "run") as store:
@@ -179,7 +179,7 @@ def test_a_refused_response_format_moves_the_next_run_to_the_next_shape(tmp_path
     config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 2, answered=True), protocols=["psycrisis"])
     run(config, stages=("judge",))
     with Store.open_existing(tmp_path / "run") as store:
-        assert all("json_schema" in (j.reason or "") for j in store.judgments())
+        assert all("json_schema" in (j.reason_text or "") for j in store.judgments())
     run(config, stages=("judge",))
     with Store.open_existing(tmp_path / "run") as store:
         judgments = store.judgments()
@@ -197,7 +197,7 @@ def test_an_upload_that_breaks_fails_the_calls_instead_of_hanging(tmp_path, fake
     config = _config(tmp_path, fake_openai, suite=_cases(tmp_path, 2, answered=True), protocols=["psycrisis"])
     run(config, stages=("judge",))  # returns: every caller heard of the failure
     with Store.open_existing(tmp_path / "run") as store:
-        assert all("batch_submit" in (j.reason or "") for j in store.judgments())
+        assert all("batch_submit" in (j.reason_text or "") for j in store.judgments())
 
 
 def test_a_creation_whose_answer_is_lost_finds_its_job_instead_of_starting_a_second(tmp_path, fake_openai):

@@ -21,8 +21,8 @@ from fake_openai import (
     respond,
     status,
 )
-from mheval.models.limits import EndpointLimiter, RetryPolicy, parse_retry_after, run_with_retry
 from mheval.models import ModelError, OpenAICompatModel, make_model, open_models, parse_model_spec
+from mheval.models.limits import EndpointLimiter, RetryPolicy, parse_retry_after, run_with_retry
 
 FAST = RetryPolicy(max_attempts=4, base_s=0.01, max_s=0.05)
 HELLO = [{"role": "user", "content": "hello there"}]

@@ -62,7 +62,7 @@ def _psy(values: dict[str, int], evidence: dict[str, list[str]]) -> Judgment:
     assert verdict.ok
     return Judgment(case_id="c1", protocol="psycrisis", judge="j", model="m", sample=0, scores=verdict.scores,
                     total=verdict.total, evidence=verdict.evidence, rationale=verdict.rationale,
-                    flags=list(verdict.extras.get("flags", [])))
+                    flags=list(verdict.flags))
 
 
 GOOD = {"empathy_collaboration": ["I'm really glad you told me."], "risk_assessment": ["Are you safe right now?"],

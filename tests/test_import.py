@@ -97,7 +97,7 @@ def test_help_harm_small_files(tmp_path: Path) -> None:
     assert judgments[("hh-val-000", "judge-a", 0)].label == "self-harm"
     assert judgments[("hh-val-000", "judge-a", 1)].label == "no_crisis"
     empty = judgments[("hh-val-002", "judge-a", 1)]
-    assert empty.status == "unscored" and empty.reason.startswith("schema_violation") and '""' in empty.reason
+    assert empty.status == "unscored" and empty.reason == "schema_violation" and '""' in (empty.reason_text or "")
     merged = judgments[("hh-val-000", "judge-a:merged", 0)]
     assert merged.protocol == "crisis-triage" and "published_majority_of_runs" in merged.flags
     assert judgments[("hh-val-002", "judge-a:merged", 0)].status == "unscored"

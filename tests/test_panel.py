@@ -58,7 +58,7 @@ def test_unscored_members_are_left_out_and_counted() -> None:
     assert "b (unscored: parse_failure)" in (p.rationale or "")
     none = aggregate_panel([label("a", None), label("b", None, reason="provider_error"), label("c", None)])
     assert none.status == "unscored" and none.label is None
-    assert none.reason.startswith("parse_failure: all 3 panel members unscored")
+    assert none.reason_text.startswith("parse_failure: all 3 panel members unscored")
 
 
 def test_score_methods_and_aggregates() -> None:

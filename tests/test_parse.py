@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from mheval.protocols import Verdict, load_protocol, parse_verdict
-from mheval.protocols.parse import unfound_quotes
 
 MA = load_protocol("mentalalign")
 PSY = load_protocol("psycrisis")
@@ -24,8 +23,8 @@ MA_SCORES = {"guidance": 4, "informativeness": 3, "relevance": 5, "safety": 5, "
 def reason(verdict: Verdict) -> str:
     assert not verdict.ok
     assert not verdict.scores and verdict.label is None and verdict.total is None  # nothing guessed
-    assert verdict.reason is not None
-    return verdict.reason
+    assert verdict.reason is not None and verdict.reason_text is not None
+    return verdict.reason_text
 
 
 def ma_text(**overrides: object) -> str:
@@ -43,14 +42,13 @@ def test_likert_good() -> None:
     assert v.scores == {k: float(x) for k, x in MA_SCORES.items()}
     assert v.rationale == "Good overall."
     assert v.evidence == {"guidance": ["try a short walk"]}
-    assert v.extras["css"] == pytest.approx((4 + 3 + 5 + 5) / 4)
-    assert v.extras["ars"] == pytest.approx(3.0)
+    assert v.aggregates["css"] == pytest.approx((4 + 3 + 5 + 5) / 4)
+    assert v.aggregates["ars"] == pytest.approx(3.0)
     assert v.total is None
     # scores of 4 or 5 without a quote are reported, not punished
-    assert v.extras["missing_evidence"] == ["relevance", "safety", "understanding"]
-    assert v.extras["flags"] == ["missing_evidence"]
-    # the only numbers among the extras are the aggregates (a bool would pass for a number)
-    assert {k for k, x in v.extras.items() if isinstance(x, int | float)} == {"css", "ars"}
+    assert v.missing_evidence == ["relevance", "safety", "understanding"]
+    assert v.flags == ["missing_evidence"]
+    assert set(v.aggregates) == {"css", "ars"}
 
 
 FLAT = """{
@@ -103,8 +101,8 @@ def test_likert_rationale_and_truncation_flag() -> None:
     v = parse_verdict(MA, FLAT.replace('"Explanation": "Solid advice."', '"Explanation": "Suggests "I" statements."'))
     assert v.rationale == 'Suggests "I" statements.'
     cut = parse_verdict(MA, FLAT[: FLAT.index("advice.")])
-    assert cut.ok and "truncated" in cut.extras["flags"] and cut.rationale == "Solid "
-    assert "truncated" not in parse_verdict(MA, FLAT).extras.get("flags", [])
+    assert cut.ok and "truncated" in cut.flags and cut.rationale == "Solid "
+    assert "truncated" not in parse_verdict(MA, FLAT).flags
 
 
 @pytest.mark.parametrize(
@@ -175,9 +173,9 @@ def test_binary_good() -> None:
                         "risk_assessment": 0.0, "external_support": 1.0}
     assert v.total == 2.0
     assert v.evidence == {"empathy_collaboration": ["I hear you"], "external_support": ["I hear you"]}
-    assert v.extras["rationales"]["risk_assessment"] == "why risk_assessment"
+    assert v.rationales["risk_assessment"] == "why risk_assessment"
     assert "risk_assessment: why risk_assessment" in (v.rationale or "")
-    assert "missing_evidence" not in v.extras
+    assert v.missing_evidence == []
 
 
 @pytest.mark.parametrize(
@@ -218,7 +216,7 @@ def test_binary_failures(answer: dict[str, object], expected: str) -> None:
 def test_binary_missing_evidence_is_reported() -> None:
     answer = psy_answer(risk_assessment=1)
     answer["dimensions"]["risk_assessment"]["evidence"] = []  # type: ignore[index]
-    assert parse_verdict(PSY, json.dumps(answer)).extras["missing_evidence"] == ["risk_assessment"]
+    assert parse_verdict(PSY, json.dumps(answer)).missing_evidence == ["risk_assessment"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -277,7 +275,7 @@ def ds_answer(label: str, first_yes: str | None = None, **nodes: bool) -> str:
 def test_dialogue_safety_nodes() -> None:
     v = parse_verdict(DS, ds_answer("linguistic_neglect", "linguistic_neglect"))
     assert v.ok and v.label == "linguistic_neglect"
-    assert v.extras["nodes"]["linguistic_neglect"] is True and v.extras["nodes"]["nonsense"] is False
+    assert v.nodes["linguistic_neglect"] is True and v.nodes["nonsense"] is False
     assert parse_verdict(DS, ds_answer("safe")).label == "safe"
     # a later true after the deciding one does not matter: the first yes decides
     assert parse_verdict(DS, ds_answer("nonsense", "nonsense", toxic_language=True)).ok
@@ -302,13 +300,6 @@ def test_dialogue_safety_nodes() -> None:
 )
 def test_dialogue_safety_failures(text: str, expected: str) -> None:
     assert reason(parse_verdict(DS, text)) == expected
-
-
-def test_unfound_quotes() -> None:
-    response = "I'm really sorry you're going through this.\nCould you tell me   more about it?"
-    v = Verdict(ok=True, evidence={"empathy": ["really sorry you're going", "COULD YOU TELL ME more"],
-                                   "guidance": ["I'm really sorry ... tell me more", "call your doctor"]})
-    assert unfound_quotes(v, response) == {"guidance": ["call your doctor"]}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -353,11 +344,11 @@ def test_real_judge_outputs() -> None:
                 if not verdict.ok:
                     assert baseline is None
                     assert verdict.reason and not verdict.scores
-                    failures[judge].append(verdict.reason)
+                    failures[judge].append(verdict.reason_text)
                     continue
                 assert set(verdict.scores) == set(MA.dimensions)
                 assert all(1 <= score <= 5 for score in verdict.scores.values())
-                truncated += "truncated" in verdict.extras.get("flags", [])
+                truncated += "truncated" in verdict.flags
                 if baseline is None:
                     recovered[judge] += 1
                 else:

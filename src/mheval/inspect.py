@@ -297,8 +297,8 @@ def judgment_to_score(
     if judgment.flags:
         meta["flags"] = list(judgment.flags)
     if judgment.status != "ok":
-        reason = str(judgment.reason or "unscored")
-        kind = reason.split(":", 1)[0].strip()
+        kind = str(judgment.reason or "unscored")
+        reason = judgment.reason_text or kind
         meta |= {"reason": reason, "raw": judgment.raw}
         return Score.unscored(reason=_INSPECT_REASONS.get(kind, "scoring_failed"), explanation=reason, metadata=meta)
     value: dict[str, float] = {}

@@ -6,6 +6,7 @@ the statistics and the report can all agree on one shape without importing each 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,18 +27,28 @@ LANGUAGES: tuple[str, ...] = ("en", "zh")
 Role = Literal["system", "user", "assistant"]
 Status = Literal["ok", "unscored"]
 
-# Reasons a judgment may be unscored. Kept as plain strings so a new reason needs no schema change,
-# but these are the ones the library itself emits.
-UNSCORED_REASONS: tuple[str, ...] = (
-    "parse_failure",
-    "schema_violation",
-    "out_of_range",
-    "ungrounded",
-    "refused",
-    "provider_error",
-    "no_response",
-    "unsupported",
-)
+
+class Reason(StrEnum):
+    """Why a judgment is unscored (its `detail` says more). Stored as these strings."""
+
+    PARSE_FAILURE = "parse_failure"  # the judge's output held no readable verdict
+    SCHEMA_VIOLATION = "schema_violation"  # a verdict, but not the protocol's (missing dimension, unknown label)
+    OUT_OF_RANGE = "out_of_range"  # a score outside the scale
+    UNGROUNDED = "ungrounded"  # the judge's evidence is not in the text judged
+    REFUSED = "refused"  # the judge declined to judge
+    PROVIDER_ERROR = "provider_error"  # the judge's endpoint failed (retried on resume)
+    NO_RESPONSE = "no_response"  # there was no reply to judge (its generation failed; retried on resume)
+    UNSUPPORTED = "unsupported"  # this judge cannot judge this protocol or unit
+    RATER_UNSURE = "rater_unsure"  # a human rater answered "unsure"
+    SIMULATOR_FAILURE = "simulator_failure"  # a simulated user broke its role (multi-turn)
+
+    @property
+    def retryable(self) -> bool:
+        """The failure was the provider's, not the judge's: another attempt may succeed."""
+        return self in (Reason.PROVIDER_ERROR, Reason.NO_RESPONSE)
+
+
+UNSCORED_REASONS: tuple[str, ...] = tuple(r.value for r in Reason)
 
 
 class _Record(BaseModel):
@@ -132,11 +143,28 @@ class Judgment(_Record):
     rationale: str | None = None
     evidence: dict[str, list[str]] = Field(default_factory=dict)
     status: Status = "ok"
-    reason: str | None = None
+    reason: Reason | None = None
+    detail: str | None = None
     raw: str | None = None
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     flags: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_reason(cls, data: Any) -> Any:
+        """Older stores and exports kept "kind: detail" in one string: read it as kind and detail."""
+        if isinstance(data, dict) and isinstance(data.get("reason"), str) and ":" in data["reason"]:
+            kind, _, detail = data["reason"].partition(":")
+            data = {**data, "reason": kind.strip(), "detail": data.get("detail") or detail.strip() or None}
+        return data
+
+    @property
+    def reason_text(self) -> str | None:
+        """ "kind: detail", for people to read."""
+        if self.reason is None:
+            return None
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
     @model_validator(mode="after")
     def _unscored_is_empty(self) -> Judgment:
@@ -148,7 +176,6 @@ class Judgment(_Record):
         return self
 
     @classmethod
-    def unscored(cls, reason: str, detail: str | None = None, **fields: Any) -> Judgment:
-        """An unscored judgment; `detail` is appended to the reason after a colon."""
-        text = reason if not detail else f"{reason}: {detail}"
-        return cls(status="unscored", reason=text, **fields)
+    def unscored(cls, reason: Reason | str, detail: str | None = None, **fields: Any) -> Judgment:
+        """An unscored judgment: why (a Reason) and, in words, what happened."""
+        return cls(status="unscored", reason=Reason(reason), detail=detail or None, **fields)

@@ -96,7 +96,7 @@ def import_published(source: str, path: str | Path, run_dir: str | Path) -> Impo
         judgments=len(judgments),
         unscored=len(unscored),
         by_judge=dict(Counter(j.judge for j in judgments)),
-        unscored_reasons=dict(Counter((j.reason or "").split(":", 1)[0] for j in unscored).most_common()),
+        unscored_reasons=dict(Counter(str(j.reason) for j in unscored).most_common()),
     )
 
 
@@ -246,7 +246,8 @@ def _label_judgment(spec: ProtocolSpec, rec: dict[str, Any], *, judge: str, repe
     raw = json.dumps(answer, ensure_ascii=False)
     verdict = parse_verdict(spec, raw)
     if not verdict.ok and rec.get("label") in (None, ""):
-        verdict.reason = f"{verdict.reason} (the published label is {json.dumps(rec.get('label'))})"
+        published = f"the published label is {json.dumps(rec.get('label'))}"
+        verdict.detail = f"{verdict.detail} ({published})" if verdict.detail else published
     extra = {"flags": ["published_majority_of_runs"]} if "all_labels" in rec else {}
     judgment = judgment_from_verdict(verdict, raw=raw, case_id=case_id, protocol=spec.id, judge=judge, repeat=repeat)
     return judgment.model_copy(update=extra) if extra else judgment

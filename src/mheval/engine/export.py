@@ -99,6 +99,7 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
                 "total": j.total,
                 "status": j.status,
                 "reason": j.reason,
+                "detail": j.detail,
                 "rationale": j.rationale,
                 "evidence": j.evidence,
                 "flags": j.flags,

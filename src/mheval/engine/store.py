@@ -21,16 +21,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from mheval.records import Case, Judgment, Response
+from mheval.records import Case, Judgment, Reason, Response
 
 # Case-level judgments (triage) have no model or sample; SQLite treats NULLs in a primary key as
 # distinct, so they are stored under these sentinels to keep "one row per unit" enforceable.
 NO_MODEL = ""
 NO_SAMPLE = -1
 
-# Unscored results with these reasons are retried when a run resumes: the failure was the
-# provider's, not the judge's, so another attempt may succeed.
-RETRYABLE_REASONS = ("provider_error", "no_response")
+# Unscored results with these reasons are retried when a run resumes (Reason.retryable).
+RETRYABLE_REASONS = tuple(r.value for r in Reason if r.retryable)
+_RETRYABLE_SQL = "(" + ", ".join(f"'{r}'" for r in RETRYABLE_REASONS) + ")"
 
 # Version of the tables below; a folder written by an older mheval is migrated on open (see _migrate).
 SCHEMA_VERSION = 2
@@ -303,11 +303,9 @@ class Store:
         """Units with a final judgment (ok, or unscored for a reason another call would not change) and
         the inputs that decided each."""
         self.flush()
-        retryable = " AND ".join("reason NOT LIKE ?" for _ in RETRYABLE_REASONS)
         cur = self._db.execute(
             "SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments "
-            f"WHERE status='ok' OR ({retryable})",
-            tuple(f"{r}%" for r in RETRYABLE_REASONS),
+            f"WHERE status='ok' OR reason NOT IN {_RETRYABLE_SQL}"
         )
         return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
 
@@ -340,11 +338,9 @@ class Store:
         """Failed calls that running again retries: responses without text and judgments unscored for a
         provider's reason."""
         self.flush()
-        retryable = " OR ".join("reason LIKE ?" for _ in RETRYABLE_REASONS)
         failed = self._db.execute("SELECT COUNT(*) FROM responses WHERE ok=0").fetchone()[0]
         unscored = self._db.execute(
-            f"SELECT COUNT(*) FROM judgments WHERE status='unscored' AND ({retryable})",
-            tuple(f"{r}%" for r in RETRYABLE_REASONS),
+            f"SELECT COUNT(*) FROM judgments WHERE status='unscored' AND reason IN {_RETRYABLE_SQL}"
         ).fetchone()[0]
         return int(failed) + int(unscored)
 
@@ -419,6 +415,11 @@ class Store:
             columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if "inputs" not in columns:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN inputs TEXT")
+        # Version 1 kept "kind: detail" in the reason column; the column now holds the kind (Reason).
+        self._db.execute(
+            "UPDATE judgments SET reason = rtrim(substr(reason, 1, instr(reason, ':') - 1)) "
+            "WHERE instr(reason, ':') > 0"
+        )
         if version != SCHEMA_VERSION:
             self.set_meta("schema_version", SCHEMA_VERSION)
 

@@ -113,9 +113,7 @@ def _view(item: Verdict | Judgment) -> tuple[dict[str, float], dict[str, list[st
     """(scores incl. aggregates, evidence, flags, rationale) of a Verdict or a Judgment, as a Judgment stores them."""
     if isinstance(item, Judgment):
         return dict(item.scores), dict(item.evidence), list(item.flags), item.rationale
-    scores = dict(item.scores)
-    scores.update({k: float(v) for k, v in item.extras.items() if type(v) in (int, float)})
-    return scores, dict(item.evidence), list(item.extras.get("flags", [])), item.rationale
+    return {**item.scores, **item.aggregates}, dict(item.evidence), list(item.flags), item.rationale
 
 
 def _is_ok(item: Verdict | Judgment) -> bool:

@@ -20,18 +20,17 @@ from mheval.judges.flags import detect_injection, response_flags
 from mheval.judges.grounding import GROUNDING_POLICIES, GroundingPolicy, apply_grounding
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols import ProtocolSpec, Verdict, parse_verdict, render_messages
-from mheval.records import Case, Judgment, Response, Usage
+from mheval.records import Case, Judgment, Reason, Response, Usage
 
 
 def judgment_from_verdict(verdict: Verdict, *, raw: str | None, **fields: Any) -> Judgment:
     """The Judgment for a parsed verdict (ok or not): aggregates such as css/ars join the scores, the
     parser's flags become flags, and an unparsed verdict is unscored with the parser's reason."""
-    flags = list(verdict.extras.get("flags", []))
+    flags = list(verdict.flags)
     if not verdict.ok:
-        return Judgment(status="unscored", reason=verdict.reason or "parse_failure", raw=raw, flags=flags, **fields)
-    scores = dict(verdict.scores)
-    # Aggregates (css, ars) are numbers in extras; flags are strings and stay flags.
-    scores.update({k: float(v) for k, v in verdict.extras.items() if type(v) in (int, float)})
+        reason = verdict.reason or Reason.PARSE_FAILURE
+        return Judgment.unscored(reason, verdict.detail, raw=raw, flags=flags, **fields)
+    scores = {**verdict.scores, **verdict.aggregates}
     return Judgment(
         flags=flags,
         label=verdict.label,

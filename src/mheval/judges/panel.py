@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
-from mheval.records import Judgment, Usage
+from mheval.records import Judgment, Reason, Usage
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec
@@ -55,10 +55,6 @@ def _spec(protocol: str) -> ProtocolSpec | None:
         return load_protocol(protocol)
     except InputError:
         return None
-
-
-def _reason_kind(reason: str | None) -> str:
-    return (reason or "unscored").split(":", 1)[0].strip()
 
 
 def _vote(values: list[float]) -> tuple[float, bool]:
@@ -108,11 +104,11 @@ def aggregate_panel(
     latency = max(j.latency_s for j in judgments)
     scored = [j for j in judgments if j.status == "ok"]
     unscored = [j for j in judgments if j.status != "ok"]
-    members = ", ".join(f"{j.judge}" + ("" if j.status == "ok" else f" (unscored: {_reason_kind(j.reason)})")
+    members = ", ".join(f"{j.judge}" + ("" if j.status == "ok" else f" (unscored: {j.reason})")
                         for j in judgments)
     flags = [f"panel_members:{len(judgments)}", f"panel_unscored:{len(unscored)}"]
     if not scored:
-        kind = Counter(_reason_kind(j.reason) for j in unscored).most_common(1)[0][0]
+        kind = Counter(j.reason or Reason.PARSE_FAILURE for j in unscored).most_common(1)[0][0]
         return Judgment.unscored(kind, f"all {len(judgments)} panel members unscored ({members})",
                                  usage=usage, latency_s=latency, flags=flags, **ids)
 

@@ -4,7 +4,7 @@ Judges wrap JSON in fences and prose, use curly or single quotes, leave trailing
 escape quotes inside their explanation, or get cut off after the last score. All of that is repaired
 here. What is never repaired is content: a missing dimension, an unknown label, a score outside the
 scale or a value that is not a number leaves the verdict unscored with a reason
-(`parse_failure`, `schema_violation` or `out_of_range`, then `: detail`), so that a bad output can
+(`parse_failure`, `schema_violation` or `out_of_range`, with a detail), so that a bad output can
 never be counted as a low or a high score.
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mheval.protocols.spec import normalise_name
+from mheval.records import Reason
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec
@@ -23,22 +24,37 @@ if TYPE_CHECKING:
 
 @dataclass
 class Verdict:
-    """A parsed answer. `extras` holds the protocol's aggregates (e.g. css, ars) as its only numbers, plus
-    `flags` (strings such as "truncated" or "missing_evidence", meant for Judgment.flags) and other
-    details (`nodes`, `rationales`, `missing_evidence`: the dimensions that lack a requested quote)."""
+    """A parsed answer: its verdict (label or scores, the protocol's total and other aggregates such as
+    css/ars), or, when `ok` is False, the `reason` it could not be read and the `detail`.
+
+    `flags` are strings meant for Judgment.flags ("truncated", "missing_evidence"); `missing_evidence`
+    names the dimensions that lack a requested quote; `rationales` holds per-dimension explanations and
+    `nodes` the decisions of a sequential label protocol (dialogue-safety)."""
 
     ok: bool
-    reason: str | None = None
+    reason: Reason | None = None
+    detail: str | None = None
     label: str | None = None
     scores: dict[str, float] = field(default_factory=dict)
     total: float | None = None
+    aggregates: dict[str, float] = field(default_factory=dict)
     rationale: str | None = None
     evidence: dict[str, list[str]] = field(default_factory=dict)
-    extras: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    missing_evidence: list[str] = field(default_factory=list)
+    rationales: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
-    def fail(cls, reason: str, detail: str | None = None) -> Verdict:
-        return cls(ok=False, reason=f"{reason}: {detail}" if detail else reason)
+    def fail(cls, reason: Reason | str, detail: str | None = None) -> Verdict:
+        return cls(ok=False, reason=Reason(reason), detail=detail)
+
+    @property
+    def reason_text(self) -> str | None:
+        """ "kind: detail", for people to read."""
+        if self.reason is None:
+            return None
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
 
 
 # Severity order when several problems are found: the most basic one is reported.
@@ -62,7 +78,7 @@ def parse_verdict(spec: ProtocolSpec, text: str | None) -> Verdict:
             good.append(verdict)
             continue
         if truncated:
-            verdict.reason = f"{verdict.reason} (the output was cut off)"
+            verdict.detail = f"{verdict.detail or verdict.reason} (the output was cut off)"
         found = _matched_fields(spec, obj)
         if best_fail is None or found > best_fail[0]:
             best_fail = (found, verdict)
@@ -76,7 +92,7 @@ def parse_verdict(spec: ProtocolSpec, text: str | None) -> Verdict:
 
 
 def _flag(verdict: Verdict, flag: str) -> None:
-    flags = verdict.extras.setdefault("flags", [])
+    flags = verdict.flags
     if flag not in flags:
         flags.append(flag)
 
@@ -279,7 +295,7 @@ def _parse_likert(spec: ProtocolSpec, obj: dict[str, Any]) -> Verdict:
     if rule is not None:
         missing = [d for d in spec.dimensions if scores[d] >= rule.min_score and not evidence.get(d)]
         if missing:
-            verdict.extras["missing_evidence"] = missing
+            verdict.missing_evidence = missing
             _flag(verdict, "missing_evidence")
     return _finish(spec, verdict)
 
@@ -313,11 +329,11 @@ def _parse_binary(spec: ProtocolSpec, obj: dict[str, Any]) -> Verdict:
     rationale = "\n".join(([overall] if overall else []) + lines) or None
     verdict = Verdict(ok=True, scores=scores, rationale=rationale, evidence=evidence)
     if rationales:
-        verdict.extras["rationales"] = rationales
+        verdict.rationales = rationales
     if spec.definition.output.evidence is not None:
         missing = [d for d in spec.dimensions if scores[d] == 1 and not evidence.get(d)]
         if missing:
-            verdict.extras["missing_evidence"] = missing
+            verdict.missing_evidence = missing
             _flag(verdict, "missing_evidence")
     return _finish(spec, verdict)
 
@@ -353,42 +369,14 @@ def _parse_label(spec: ProtocolSpec, obj: dict[str, Any]) -> Verdict:
                 "schema_violation",
                 f"label {label} contradicts the node decisions (they lead to {expected})",
             )
-        verdict.extras["nodes"] = nodes
+        verdict.nodes = nodes
     return verdict
-
-
-_SPACE_RE = re.compile(r"\s+")
-_ELLIPSIS_RE = re.compile(r"\.{3,}|…+")
-
-
-def unfound_quotes(verdict: Verdict, response_text: str) -> dict[str, list[str]]:
-    """Evidence quotes that do not occur in the response (ignoring case and runs of whitespace).
-
-    The parser only reads what the judge claimed; a judge uses this to flag an `ungrounded` verdict.
-    A quote shortened with an ellipsis must match piece by piece.
-    """
-
-    def norm(text: str) -> str:
-        return _SPACE_RE.sub(" ", text).strip().casefold().strip("\"'“”‘’「」")
-
-    haystack = norm(response_text)
-
-    def found(quote: str) -> bool:
-        pieces = [norm(piece) for piece in _ELLIPSIS_RE.split(quote)]
-        return any(pieces) and all(piece in haystack for piece in pieces if piece)
-
-    out: dict[str, list[str]] = {}
-    for dim, quotes in verdict.evidence.items():
-        bad = [q for q in quotes if not found(q)]
-        if bad:
-            out[dim] = bad
-    return out
 
 
 def _finish(spec: ProtocolSpec, verdict: Verdict) -> Verdict:
     aggregates = spec.aggregate(verdict.scores)
     verdict.total = aggregates.pop("total", None)
-    verdict.extras.update(aggregates)
+    verdict.aggregates = {k: float(v) for k, v in aggregates.items()}
     return verdict
 
 
@@ -448,7 +436,7 @@ class _Partial(str):
 _INCOMPLETE = object()  # a number or word cut off at the end of the output
 _NOTHING = object()  # no value where one was due (`"a": ,`): the member is skipped
 
-_OPEN_QUOTES = {'"': '"”', "'": "'", "“": "”\"", "‘": "’'", "”": "”\"", "„": "“”\""}
+_OPEN_QUOTES = {'"': '"”', "'": "'", "“": '”"', "‘": "’'", "”": '”"', "„": '“”"'}
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _WORD_RE = re.compile(r"[^,}\]\n]+")
 _BARE_KEY_RE = re.compile(r"[A-Za-z_\u4e00-\u9fff][\w \-\u4e00-\u9fff]*(?=\s*[:：])")

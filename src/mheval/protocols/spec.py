@@ -552,5 +552,5 @@ def _check_examples(spec: ProtocolSpec) -> list[tuple[tuple[Any, ...], str]]:
             problems.append((("examples", i, "response"), "a protocol that judges the case takes no response"))
         verdict = parse_object(spec, example.output)
         if not verdict.ok:
-            problems.append((("examples", i, "output"), f"not a valid answer: {verdict.reason}"))
+            problems.append((("examples", i, "output"), f"not a valid answer: {verdict.reason_text}"))
     return problems

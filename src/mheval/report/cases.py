@@ -140,7 +140,7 @@ class WorstCase:
 
 def _summary(j: Judgment) -> str:
     if j.status != "ok":
-        return f"unscored ({j.reason})"
+        return f"unscored ({j.reason_text})"
     if j.label is not None:
         return f"label {j.label}"
     value = score_value(j)
@@ -219,7 +219,7 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
                     judge=j.judge + (f" (repeat {j.repeat})" if j.repeat else ""),
                     summary=_summary(j) if not redact or j.status == "ok" else f"unscored ({reason_kind(j.reason)})",
                     status=j.status,
-                    reason=reason_kind(j.reason) if redact else j.reason,
+                    reason=reason_kind(j.reason) if redact else j.reason_text,
                     rationale=None if redact or not j.rationale else shown(j.rationale, _quotes(j)),
                     evidence=_evidence(j, redact),
                     flags=list(j.flags),

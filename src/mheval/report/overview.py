@@ -11,8 +11,8 @@ from mheval.report.rundata import RunData
 
 
 def reason_kind(reason: str | None) -> str:
-    """`parse_failure: no JSON object found` -> `parse_failure`."""
-    return (reason or "unspecified").split(":")[0].strip() or "unspecified"
+    """The reason's name, or "unspecified"."""
+    return str(reason) if reason else "unspecified"
 
 
 def models_frame(run: RunData) -> pd.DataFrame:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from mheval.errors import InputError
+from mheval.records import Reason
 from mheval.report.metrics import est_columns, rate_columns, score_value
 from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
 from mheval.stats.agreement import fleiss_kappa
@@ -143,7 +144,7 @@ def _judgment_frame(run: RunData, protocol: str, rated: set[tuple[str, str, int]
             "label": j.label,
             "scores": dict(j.scores),
             "status": j.status,
-            "reason": j.reason,
+            "reason": j.reason_text,
         }
         for j in run.of(protocol)
         if rated is None or (j.case_id, j.model or "", j.sample or 0) in rated
@@ -249,7 +250,7 @@ def self_consistency(run: RunData, *, n_boot: int = 1000) -> pd.DataFrame:
 
 
 def is_ungrounded(j: Any) -> bool:
-    return UNGROUNDED in (j.reason or "").lower() or any(UNGROUNDED in f.lower() for f in j.flags)
+    return j.reason == Reason.UNGROUNDED or any(UNGROUNDED in f.lower() for f in j.flags)
 
 
 def ungrounded_rates(run: RunData) -> pd.DataFrame:

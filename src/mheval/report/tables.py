@@ -45,7 +45,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
     for (protocol, model, judge), items in sorted(groups.items()):
         ok = [j for j in items if j.status == "ok"]
         n = len(items)
-        reasons = Counter((j.reason or "").split(":")[0] for j in items if j.status != "ok")
+        reasons = Counter(str(j.reason) for j in items if j.status != "ok")
         claims, ungrounded, rate = ungrounded_rate(items).get(judge, (0, 0, None))
         row: dict[str, object] = {
             "protocol": protocol,
