@@ -87,20 +87,29 @@ def test_seed_left_out_when_none_and_usage_absent_is_zero(fake_openai: FakeOpenA
 # -- retries ------------------------------------------------------------------------------------
 
 
+class RecordedSleep:
+    """An injected clock for the retry loop: records each wait instead of waiting it."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
 def test_429_retry_after_is_honoured(fake_openai: FakeOpenAI) -> None:
     fake_openai.script(rate_limited(retry_after="1"), reply("after the wait"))
-    started = time.perf_counter()
-    c = one(model_for(fake_openai, retry=RetryPolicy(max_attempts=3, base_s=0.01, max_s=5)))
-    elapsed = time.perf_counter() - started
+    sleep = RecordedSleep()
+    c = one(model_for(fake_openai, retry=RetryPolicy(max_attempts=3, base_s=0.01, max_s=5, sleep=sleep)))
     assert c.text == "after the wait" and fake_openai.calls == 2
-    assert 0.95 <= elapsed < 2.5
+    assert sleep.waits == [1.0]
 
 
 def test_retry_after_is_capped_at_max_s(fake_openai: FakeOpenAI) -> None:
     fake_openai.script(rate_limited(retry_after="120"), reply("soon"))
-    started = time.perf_counter()
-    c = one(model_for(fake_openai, retry=RetryPolicy(max_attempts=2, base_s=0.01, max_s=0.2)))
-    assert c.text == "soon" and time.perf_counter() - started < 1.5
+    sleep = RecordedSleep()
+    c = one(model_for(fake_openai, retry=RetryPolicy(max_attempts=2, base_s=0.01, max_s=0.2, sleep=sleep)))
+    assert c.text == "soon" and sleep.waits == [0.2]
 
 
 @pytest.mark.parametrize(
@@ -116,10 +125,9 @@ def test_transient_failure_then_success(fake_openai: FakeOpenAI, failure: Any) -
 
 def test_timeout_then_success(fake_openai: FakeOpenAI) -> None:
     fake_openai.script(reply("too late", delay=2.0), reply("in time"))
-    started = time.perf_counter()
     c = one(model_for(fake_openai, timeout_s=0.3))
+    # "in time" can only come from a second attempt: the first was cut off by the timeout.
     assert c.text == "in time" and fake_openai.calls == 2
-    assert time.perf_counter() - started < 1.5
 
 
 @pytest.mark.parametrize(
@@ -376,12 +384,12 @@ def test_make_model_refuses_unstarted_local() -> None:
         make_model("local/smollm2")
 
 
-def test_throughput_on_loopback(fake_openai: FakeOpenAI) -> None:
-    """The client must not be the bottleneck (the in-process test server shares our GIL, so loose)."""
+def test_many_calls_in_parallel_on_loopback(fake_openai: FakeOpenAI) -> None:
+    """600 calls at concurrency 32: every one answered, several at once, never more than the limit.
+    (How fast is measured by benchmarks/throughput.py, not asserted here.)"""
+    fake_openai.default = reply("ok", delay=0.005)
     n = 600
     model = model_for(fake_openai, concurrency=32)
-    started = time.perf_counter()
     results = call(model, n=n)
-    rate = n / (time.perf_counter() - started)
-    assert all(r.text == "ok" for r in results)
-    assert rate > 300, f"{rate:.0f} calls/s"
+    assert len(results) == n and all(r.text == "ok" for r in results)
+    assert fake_openai.calls == n and 1 < fake_openai.max_in_flight <= 32

@@ -4,7 +4,6 @@ client against a real loopback server (tests/fake_openai.py) in a 429 storm and 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -204,19 +203,17 @@ def test_tpm_budget_delays_client_calls_as_computed(fake_openai: FakeOpenAI) -> 
     spec = parse_model_spec(f"test/tpm@{fake_openai.base_url}")
     model = OpenAICompatModel(spec, tpm=bucket)
 
-    async def main() -> float:
-        started = time.perf_counter()
+    async def main() -> None:
         try:
             for _ in range(4):
                 await model.complete(HELLO, max_tokens=max_tokens)
         finally:
             await model.aclose()
-        return time.perf_counter() - started
 
-    elapsed = asyncio.run(main())
-    # Calls 1-2 use the burst; calls 3 and 4 each wait for one call's worth: 0.5 s each.
+    asyncio.run(main())
+    # Calls 1-2 use the burst; calls 3 and 4 each wait for one call's worth: 0.5 s each, as the bucket
+    # computes it (not a wall-clock reading, which a loaded machine would stretch).
     assert bucket.waited_s == pytest.approx(1.0, abs=0.1)
-    assert 0.95 <= elapsed < 2.5
 
 
 def test_tpm_is_settled_with_real_usage_and_failed_calls_refund(fake_openai: FakeOpenAI) -> None:

@@ -78,13 +78,15 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
 class RetryPolicy:
     """Exponential backoff with full jitter; a server's Retry-After wins (capped at max_s).
 
-    `max_attempts` counts every try, the first included.
+    `max_attempts` counts every try, the first included. `sleep` waits between attempts (a test gives
+    one that records the delays instead of waiting them).
     """
 
     max_attempts: int = 6
     base_s: float = 0.5
     max_s: float = 30.0
     jitter: bool = True
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -105,9 +107,10 @@ async def run_with_retry(
     call: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     *,
-    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    sleep: Callable[[float], Awaitable[object]] | None = None,
 ) -> T:
-    """Await `call()` until it succeeds, retrying TransientError per `policy`.
+    """Await `call()` until it succeeds, retrying TransientError per `policy` (waiting with `sleep`, by
+    default the policy's).
 
     Any other exception (ModelError for a 401, a cancellation, ...) passes through at once.
     When the attempts run out the last transient failure becomes a ModelError of the same kind.
@@ -119,7 +122,7 @@ async def run_with_retry(
         except TransientError as exc:
             if attempt >= policy.max_attempts:
                 raise ModelError(exc.kind, f"gave up after {attempt} attempts: {exc.message}") from None
-            await sleep(policy.delay(attempt, exc.retry_after))
+            await (sleep or policy.sleep)(policy.delay(attempt, exc.retry_after))
             attempt += 1
 
 
