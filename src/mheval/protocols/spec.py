@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import string
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mheval.errors import InputError
-from mheval.records import CRISIS_LABELS, LANGUAGES
+from mheval.records import LANGUAGES
 from mheval.yamlio import compose_yaml, load_yaml
 
 DEFS_DIR = Path(__file__).resolve().parent / "defs"
@@ -225,7 +225,7 @@ class ProtocolSpec:
         """True when rendering needs the case's crisis label (category-specific rubric rows)."""
         if any(d.levels_by_crisis_label for d in self.definition.dimensions or []):
             return True
-        return any("{crisis_label" in t for t in _templates(self.definition).values())
+        return any("{crisis_label" in t for t in prompt_templates(self.definition).values())
 
     @property
     def aggregates(self) -> list[str]:
@@ -348,17 +348,19 @@ def load_file(path: Path) -> ProtocolSpec:
     except ValidationError as exc:
         errors = exc.errors()
         first = errors[0]
-        loc = _format_loc(first["loc"])
+        where = _format_loc(first["loc"])
         message = _pydantic_message(first)
         if len(errors) > 1:
             message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
-        raise InputError(message, path=path, field=loc or None, line=_line_of(root, first["loc"])) from exc
-    problems = list(_check(definition))
+        raise InputError(message, path=path, field=where or None, line=_line_of(root, first["loc"])) from exc
+    from mheval.protocols.checks import check_definition, check_examples
+
+    problems = check_definition(definition)
     if path.parent == DEFS_DIR and definition.id != path.stem:
         problems.insert(0, (("id",), f"id {definition.id!r} differs from the file name {path.stem!r}"))
     spec = ProtocolSpec(definition, path)
     if not problems:
-        problems = list(_check_examples(spec))
+        problems = check_examples(spec)
     if problems:
         loc, message = problems[0]
         if len(problems) > 1:
@@ -367,7 +369,7 @@ def load_file(path: Path) -> ProtocolSpec:
     return spec
 
 
-def _pydantic_message(error: dict[str, Any]) -> str:
+def _pydantic_message(error: Mapping[str, Any]) -> str:
     kind = error.get("type", "")
     if kind == "missing":
         return "missing key"
@@ -411,146 +413,11 @@ def _line_of(root: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
-def _templates(definition: ProtocolDefinition) -> dict[tuple[str, ...], str]:
+def prompt_templates(definition: ProtocolDefinition) -> dict[tuple[str, ...], str]:
+    """Every prompt template by its key path."""
     out: dict[tuple[str, ...], str] = {}
     for lang in LANGUAGES:
         pair: PromptPair = getattr(definition.prompts, lang)
         out[("prompts", lang, "system")] = pair.system
         out[("prompts", lang, "user")] = pair.user
     return out
-
-
-def _check(d: ProtocolDefinition) -> list[tuple[tuple[Any, ...], str]]:
-    """Checks that need more than one key at a time."""
-    problems: list[tuple[tuple[Any, ...], str]] = []
-    add = problems.append
-
-    if d.kind == "label":
-        if not d.labels:
-            add((("labels",), "labels missing: a protocol of kind 'label' needs at least two labels"))
-        elif len(d.labels) < 2:
-            add((("labels",), "a protocol of kind 'label' needs at least two labels"))
-        if d.dimensions:
-            add((("dimensions",), "a protocol of kind 'label' has labels, not dimensions"))
-        if d.scale is not None:
-            add((("scale",), "a protocol of kind 'label' has no scale"))
-    else:
-        if not d.dimensions:
-            add((("dimensions",), f"dimensions missing: a protocol of kind {d.kind!r} needs dimensions"))
-        if d.labels:
-            add((("labels",), f"a protocol of kind {d.kind!r} has dimensions, not labels"))
-    if d.sequential and d.kind != "label":
-        add((("sequential",), "only a protocol of kind 'label' can be sequential"))
-    if d.output.nodes and not d.sequential:
-        add((("output", "nodes"), "node decisions need sequential: true"))
-
-    for field, items in (("labels", d.labels or []), ("dimensions", d.dimensions or [])):
-        seen: dict[str, int] = {}
-        for i, item in enumerate(items):
-            key = normalise_name(item.id)
-            if key in seen:
-                add(((field, i, "id"), f"duplicate id {item.id!r}"))
-            seen[key] = i
-        # every name and alias must point at one item, or a judge's answer would be ambiguous
-        owner: dict[str, str] = {}
-        for i, item in enumerate(items):
-            for alias in (item.id, item.name.en, item.name.zh, *item.aliases):
-                key = normalise_name(alias)
-                if owner.setdefault(key, item.id) != item.id:
-                    add(((field, i), f"name or alias {alias!r} also belongs to {owner[key]!r}"))
-
-    if d.kind == "likert":
-        if d.scale is None:
-            add((("scale",), "scale missing: a likert protocol needs scale: [low, high]"))
-        elif d.scale[0] >= d.scale[1]:
-            add((("scale",), f"scale {list(d.scale)} must go from low to high"))
-    elif d.kind == "binary" and d.scale not in (None, (0, 1)):
-        add((("scale",), "a binary protocol's scale is [0, 1]"))
-    low, high = d.scale if d.kind == "likert" and d.scale else (0, 1)
-
-    def check_levels(levels: dict[int, Text], loc: tuple[Any, ...], complete: bool) -> None:
-        if d.kind != "likert":
-            add((loc, "levels are for likert protocols"))
-            return
-        for level in levels:
-            if not low <= level <= high:
-                add(((*loc, str(level)), f"level {level} is outside the scale {low}-{high}"))
-        missing = [lv for lv in range(low, high + 1) if lv not in levels]
-        if complete and missing:
-            add((loc, f"levels missing for {', '.join(map(str, missing))}"))
-
-    if d.levels:
-        check_levels(d.levels, ("levels",), complete=True)
-    for i, dim in enumerate(d.dimensions or []):
-        if dim.levels:
-            check_levels(dim.levels, ("dimensions", i, "levels"), complete=False)
-        if dim.levels_by_crisis_label is not None:
-            loc = ("dimensions", i, "levels_by_crisis_label")
-            for label in dim.levels_by_crisis_label:
-                if label not in CRISIS_LABELS:
-                    add(((*loc, label), f"unknown crisis label {label!r}"))
-            absent = [c for c in CRISIS_LABELS if c not in dim.levels_by_crisis_label]
-            if absent:
-                add((loc, f"crisis labels missing: {', '.join(absent)}"))
-            for label, levels in dim.levels_by_crisis_label.items():
-                check_levels(levels, (*loc, label), complete=True)
-
-    dim_ids = {dim.id for dim in d.dimensions or []}
-    for name, agg in d.aggregation.items():
-        for j, ref in enumerate(agg.of):
-            if ref not in dim_ids:
-                add((("aggregation", name, "of", j), f"unknown dimension {ref!r}"))
-
-    formatter = string.Formatter()
-    used: set[str] = set()
-    for loc, template in _templates(d).items():
-        try:
-            parsed = list(formatter.parse(template))
-        except ValueError as exc:
-            add((loc, f"invalid template: {exc} (write literal braces as {{{{ and }}}})"))
-            continue
-        names = set()
-        for _literal, field_name, spec, conversion in parsed:
-            if field_name is None:
-                continue
-            if field_name not in PLACEHOLDERS or spec or conversion:
-                placeholder = "{" + field_name + (f"!{conversion}" if conversion else "")
-                placeholder += (f":{spec}" if spec else "") + "}"
-                add(
-                    (
-                        loc,
-                        f"template placeholder {placeholder} does not exist "
-                        f"(available: {', '.join('{' + p + '}' for p in PLACEHOLDERS)})",
-                    )
-                )
-                continue
-            if field_name == "response" and d.target == "case":
-                add((loc, "template placeholder {response} does not exist for a protocol that judges the case"))
-            if field_name in ("scale_min", "scale_max") and d.kind == "label":
-                add((loc, f"template placeholder {{{field_name}}} does not exist for a label protocol"))
-            names.add(field_name)
-        used |= {(loc[1], n) for n in names}
-    for lang in LANGUAGES:
-        if (lang, "conversation") not in used:
-            add((("prompts", lang, "user"), "the prompts never show {conversation}: the judge would not see the case"))
-        if d.target == "response" and (lang, "response") not in used:
-            add((("prompts", lang, "user"), "the prompts never show {response}: the judge would not see the response"))
-    return problems
-
-
-def _check_examples(spec: ProtocolSpec) -> list[tuple[tuple[Any, ...], str]]:
-    """Few-shot examples must themselves be valid answers, and fit the protocol's target."""
-    from mheval.protocols.parse import parse_object
-
-    problems: list[tuple[tuple[Any, ...], str]] = []
-    for i, example in enumerate(spec.definition.examples):
-        if example.conversation[-1].role != "user":
-            problems.append((("examples", i, "conversation"), "an example conversation must end on a user turn"))
-        if spec.target == "response" and not example.response:
-            problems.append((("examples", i, "response"), "missing key: this protocol judges a response"))
-        if spec.target == "case" and example.response:
-            problems.append((("examples", i, "response"), "a protocol that judges the case takes no response"))
-        verdict = parse_object(spec, example.output)
-        if not verdict.ok:
-            problems.append((("examples", i, "output"), f"not a valid answer: {verdict.reason_text}"))
-    return problems
