@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 
 from mheval.records import Judgment, Reason, Usage
+from mheval.stats.consistency import FLEISS, ICC_A1, repeat_consistency, unit_consistency
+from mheval.stats.intervals import is_missing
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec
@@ -104,13 +106,18 @@ def aggregate_panel(
     latency = max(j.latency_s for j in judgments)
     scored = [j for j in judgments if j.status == "ok"]
     unscored = [j for j in judgments if j.status != "ok"]
-    members = ", ".join(f"{j.judge}" + ("" if j.status == "ok" else f" (unscored: {j.reason})")
-                        for j in judgments)
+    members = ", ".join(f"{j.judge}" + ("" if j.status == "ok" else f" (unscored: {j.reason})") for j in judgments)
     flags = [f"panel_members:{len(judgments)}", f"panel_unscored:{len(unscored)}"]
     if not scored:
         kind = Counter(j.reason or Reason.PARSE_FAILURE for j in unscored).most_common(1)[0][0]
-        return Judgment.unscored(kind, f"all {len(judgments)} panel members unscored ({members})",
-                                 usage=usage, latency_s=latency, flags=flags, **ids)
+        return Judgment.unscored(
+            kind,
+            f"all {len(judgments)} panel members unscored ({members})",
+            usage=usage,
+            latency_s=latency,
+            flags=flags,
+            **ids,
+        )
 
     is_label = any(j.label is not None for j in scored)
     rationale = f"{method} of {len(scored)} scored judgment(s) from: {members}"
@@ -152,8 +159,16 @@ def aggregate_panel(
         for dim, quotes in j.evidence.items():
             bucket = evidence.setdefault(dim, [])
             bucket.extend(q for q in quotes if q not in bucket)
-    return Judgment(scores=scores, total=total, evidence=evidence, rationale=rationale, flags=flags, usage=usage,
-                    latency_s=latency, **ids)
+    return Judgment(
+        scores=scores,
+        total=total,
+        evidence=evidence,
+        rationale=rationale,
+        flags=flags,
+        usage=usage,
+        latency_s=latency,
+        **ids,
+    )
 
 
 def build_panels(
@@ -179,8 +194,57 @@ def build_panels(
 
 # -- self-consistency -------------------------------------------------------------------------------
 
-_SC_COLUMNS = ["case_id", "model", "sample", "protocol", "judge", "dimension", "n_repeats", "n_scored", "n_unscored",
-               "mean", "std", "min", "max", "modal", "agree"]
+_SC_COLUMNS = [
+    "case_id",
+    "model",
+    "sample",
+    "protocol",
+    "judge",
+    "dimension",
+    "n_repeats",
+    "n_scored",
+    "n_unscored",
+    "mean",
+    "std",
+    "min",
+    "max",
+    "modal",
+    "agree",
+]
+_SUMMARY_COLUMNS = [
+    "protocol",
+    "judge",
+    "dimension",
+    "units",
+    "mean_std",
+    "mean_agree",
+    "all_agree",
+    "fleiss_kappa",
+    "icc_a1",
+]
+
+
+def _repeat_matrices(judgments: Iterable[Judgment]) -> dict[tuple[str, str, str], pd.DataFrame]:
+    """Per (protocol, judge, dimension): a units x repeats matrix of the scored values.
+
+    The dimension is "label" for labels, else each score key and "total"; rows are unit keys.
+    """
+    cells: dict[tuple[str, str, str], dict[UnitKey, dict[int, object]]] = defaultdict(lambda: defaultdict(dict))
+    for j in judgments:
+        if j.status != "ok":
+            continue
+        values: dict[str, object] = {"label": j.label} if j.label is not None else {}
+        values.update(j.scores)
+        if j.total is not None:
+            values["total"] = j.total
+        for dim, v in values.items():
+            cells[(j.protocol, j.judge, dim)][unit_key(j)][j.repeat] = v
+    out = {}
+    for key, units in cells.items():
+        repeats = sorted({r for reps in units.values() for r in reps})
+        rows = [[reps.get(r) for r in repeats] for reps in units.values()]
+        out[key] = pd.DataFrame(rows, index=pd.Index(list(units), tupleize_cols=False), columns=repeats, dtype=object)
+    return out
 
 
 def self_consistency(judgments: Iterable[Judgment]) -> pd.DataFrame:
@@ -188,72 +252,71 @@ def self_consistency(judgments: Iterable[Judgment]) -> pd.DataFrame:
 
     `dimension` is "label" for label protocols, else each score key (and "total"). For numbers: mean,
     sample standard deviation (NaN with fewer than two scored repeats), min, max. For every kind:
-    `modal` (the most frequent value) and `agree`, the share of scored repeats that give it (1.0 =
-    perfectly consistent). Unscored repeats are counted, not used.
+    `modal` (the most frequent value; a tie goes to the earliest repeat) and `agree`, the share of
+    scored repeats that give it (1.0 = perfectly consistent). Unscored repeats are counted, not used.
     """
-    groups: dict[tuple[UnitKey, str], list[Judgment]] = defaultdict(list)
+    judgments = list(judgments)
+    counts: dict[tuple[UnitKey, str], list[int]] = defaultdict(lambda: [0, 0])  # judgments, unscored
     for j in judgments:
-        groups[(unit_key(j), j.judge)].append(j)
-    rows = []
-    for ((case_id, model, sample, protocol), judge), items in groups.items():
-        scored = [j for j in items if j.status == "ok"]
-        base = {"case_id": case_id, "model": model, "sample": sample, "protocol": protocol, "judge": judge,
-                "n_repeats": len(items), "n_unscored": len(items) - len(scored)}
-        values: dict[str, list[object]] = defaultdict(list)
-        for j in scored:
-            if j.label is not None:
-                values["label"].append(j.label)
-            for k, v in j.scores.items():
-                values[k].append(v)
-            if j.total is not None:
-                values["total"].append(j.total)
-        if not values:
-            rows.append({**base, "dimension": None, "n_scored": len(scored)})
-        for dim, vals in values.items():
-            counts = Counter(vals)
-            modal, top = counts.most_common(1)[0]
-            row = {**base, "dimension": dim, "n_scored": len(vals), "modal": modal, "agree": top / len(vals)}
-            if dim != "label":
-                arr = np.asarray(vals, dtype=float)
-                row.update(mean=float(arr.mean()), std=float(arr.std(ddof=1)) if len(arr) > 1 else float("nan"),
-                           min=float(arr.min()), max=float(arr.max()))
-            rows.append(row)
+        tally = counts[(unit_key(j), j.judge)]
+        tally[0] += 1
+        tally[1] += j.status != "ok"
+    per_dim: dict[tuple[UnitKey, str], list[dict[str, object]]] = defaultdict(list)
+    for (_, judge, dim), matrix in _repeat_matrices(judgments).items():
+        detail = unit_consistency(matrix, numeric=dim != "label")
+        for unit, row in zip(detail.index, detail.to_dict("records"), strict=True):
+            per_dim[(unit, judge)].append(
+                {
+                    "dimension": dim,
+                    "n_scored": row["n"],
+                    "modal": row["modal"],
+                    "agree": row["modal_share"],
+                    **{k: row[k] for k in ("mean", "std", "min", "max")},
+                }
+            )
+    rows: list[dict[str, object]] = []
+    for (unit, judge), (n, unscored) in counts.items():
+        case_id, model, sample, protocol = unit
+        base = {
+            "case_id": case_id,
+            "model": model,
+            "sample": sample,
+            "protocol": protocol,
+            "judge": judge,
+            "n_repeats": n,
+            "n_unscored": unscored,
+        }
+        dims = per_dim.get((unit, judge)) or [{"dimension": None, "n_scored": n - unscored}]
+        rows.extend({**base, **d} for d in dims)
     return pd.DataFrame(rows, columns=_SC_COLUMNS)
 
 
 def self_consistency_summary(judgments: Sequence[Judgment], *, n_boot: int = 0) -> pd.DataFrame:
-    """Per (protocol, judge, dimension): units with 2+ scored repeats, mean std, mean agreement, share of
-    units where every repeat agrees, and Fleiss' kappa over repeats for labels and binary dimensions."""
-    from mheval.stats.agreement import fleiss_kappa
-
-    detail = self_consistency(judgments)
-    detail = detail[detail["n_scored"] >= 2]
+    """Per (protocol, judge, dimension), over the units with 2+ scored repeats: their count, mean std,
+    mean agreement, share where every repeat agrees, and Fleiss' kappa over repeats for labels and binary
+    dimensions or ICC(A,1) for other numbers (`mheval.stats.consistency.repeat_consistency`)."""
     rows = []
-    by_unit: dict[tuple[str, str, str], dict[UnitKey, dict[int, object]]] = defaultdict(lambda: defaultdict(dict))
-    for j in judgments:
-        if j.status != "ok":
+    for (protocol, judge, dim), matrix in sorted(_repeat_matrices(judgments).items()):
+        cells = matrix.to_numpy(dtype=object)
+        categorical = dim == "label" or set(cells[~is_missing(cells)]) <= {0.0, 1.0}
+        c = repeat_consistency(matrix, categorical=categorical, n_boot=n_boot)
+        if not c.units:
             continue
-        if j.label is not None:
-            by_unit[(j.protocol, j.judge, "label")][unit_key(j)][j.repeat] = j.label
-        for k, v in j.scores.items():
-            by_unit[(j.protocol, j.judge, k)][unit_key(j)][j.repeat] = v
-    for (protocol, judge, dim), group in detail.groupby(["protocol", "judge", "dimension"], sort=True):
-        row = {"protocol": protocol, "judge": judge, "dimension": dim, "units": len(group),
-               "mean_std": float(group["std"].mean()) if dim != "label" else float("nan"),
-               "mean_agree": float(group["agree"].mean()), "all_agree": float((group["agree"] == 1.0).mean()),
-               "fleiss_kappa": float("nan")}
-        units = by_unit.get((protocol, judge, dim), {})
-        values = {v for reps in units.values() for v in reps.values()}
-        categorical = dim == "label" or values <= {0.0, 1.0}
-        if categorical and units:
-            repeats = sorted({r for reps in units.values() for r in reps})
-            matrix = pd.DataFrame([[reps.get(r) for r in repeats] for reps in units.values()], columns=repeats)
-            est = fleiss_kappa(matrix.astype(object), n_boot=n_boot)
-            if est.value is not None:
-                row["fleiss_kappa"] = est.value
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["protocol", "judge", "dimension", "units", "mean_std", "mean_agree",
-                                       "all_agree", "fleiss_kappa"])
+        value = c.agreement.value if c.agreement.value is not None else float("nan")
+        rows.append(
+            {
+                "protocol": protocol,
+                "judge": judge,
+                "dimension": dim,
+                "units": c.units,
+                "mean_std": c.mean_std if c.mean_std is not None else float("nan"),
+                "mean_agree": c.modal_share,
+                "all_agree": c.identical_share,
+                "fleiss_kappa": value if c.statistic == FLEISS else float("nan"),
+                "icc_a1": value if c.statistic == ICC_A1 else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
 
 
 # -- model families (leave-own-model-out) -------------------------------------------------------------
