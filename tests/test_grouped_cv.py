@@ -157,3 +157,18 @@ def test_the_offline_judge_applies_a_models_threshold(tmp_path) -> None:
         assert json.loads(verdict.raw)["raised_by_threshold"] is (threshold is not None)
         if threshold is not None:
             assert "safety threshold" in verdict.rationale
+
+
+def test_a_label_no_threshold_helps_does_not_hide_the_others_gains() -> None:
+    from mheval.training.grouped import pick_threshold
+
+    labels = list(CRISIS_LABELS)
+    raters = [[SI] * 4, [SI] * 4, [SH] * 4, [NC] * 4]
+    proba = np.full((4, len(labels)), 0.01)
+    proba[0, labels.index(SI)] = 0.9  # found at any threshold
+    proba[1, labels.index(NC)], proba[1, labels.index(SI)] = 0.8, 0.15  # found only at a threshold <= 0.16
+    proba[2, labels.index(NC)] = 0.95  # self-harm missed at every threshold
+    proba[3, labels.index(NC)] = 0.95
+    assert pick_threshold(proba, raters, (0.1, 0.15, 0.5, 1.01), 0.9) == 0.15
+    both = [[SI] * 4, [SI] * 4, [NC] * 4, [NC] * 4]
+    assert pick_threshold(proba, both, (0.1, 0.15, 0.5, 1.01), 0.9) == 0.15  # the largest that meets it

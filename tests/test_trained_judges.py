@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mheval.judges.offline import OfflineJudge, embed, load_trained_judge, shipped_models
-from mheval.judges.offline.features import Item, featurize
+from mheval.judges.offline.features import Item, encoders, featurize
 from mheval.judges.offline.judge import WEIGHTS_DIR
 from mheval.records import CRISIS_LABELS, Case, Response, Turn
 from mheval.suites.papers import SAFETY_LABELS
@@ -66,20 +66,23 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_shipped_models_load_and_encode_offline(no_network: None) -> None:
-    assert set(shipped_models()) == set(PROTOCOLS)
-    for protocol, path in shipped_models().items():
-        assert path.stat().st_size < 300_000, path
+    assert set(shipped_models()) == set(PROTOCOLS) == set(shipped_models(fast=True))
+    files = {*shipped_models().values(), *shipped_models(fast=True).values()}
+    assert sum(path.stat().st_size for path in files) < 1_000_000  # the wheel ships them
+    for path in files:
         model = load_trained_judge(path)
-        assert model.protocol == protocol
+        assert model.protocol in PROTOCOLS
         meta = model.meta
-        assert meta["encoder"].startswith(embed.ENCODER_NAME)
+        names = {"use": embed.ENCODER_NAME, "e5": embed.E5_NAME}
+        assert all(names[kind] in meta["encoder"] for kind in encoders(model.blocks)), meta["encoder"]
         assert meta["training"]["command"] == FIGURES["_about"]["command"]
         assert all(len(h) == 64 for h in np.atleast_1d(meta["training"]["data_sha256"]))
-    fresh = embed.Encoder()  # a new load from the package's own files, under the network guard
-    vectors = fresh.encode(["I feel alone tonight", "我今晚觉得很孤单"])
-    assert vectors.shape == (2, embed.DIM) and vectors.dtype == np.float32
-    assert abs(float(np.linalg.norm(vectors[0])) - 1.0) < 1e-3
-    assert float(vectors[0] @ vectors[1]) > 0.5  # the same meaning across the two languages
+    for kind, dim in (("use", embed.DIM), ("e5", embed.E5_DIM)):
+        fresh = embed.Encoder(kind=kind)  # a new load from the package's own files, under the network guard
+        vectors = fresh.encode(["I feel alone tonight", "我今晚觉得很孤单"])
+        assert vectors.shape == (2, dim) and vectors.dtype == np.float32
+        assert abs(float(np.linalg.norm(vectors[0])) - 1.0) < 1e-3
+        assert float(vectors[0] @ vectors[1]) > 0.5  # the same meaning across the two languages
 
 
 def test_truncation_keeps_the_last_user_turn_first() -> None:
@@ -158,32 +161,30 @@ def test_concurrent_judgments_share_encoder_batches() -> None:
 # -- the recorded figures -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def triage_dev() -> tuple[list[Case], list[str]]:
+@pytest.mark.shared_data
+@pytest.mark.parametrize("fast", [False, True], ids=["offline", "offline:fast"])
+def test_triage_reproduces_its_recorded_figures(fast: bool) -> None:
+    """The human-labelled dev half is training data now, so this is an in-sample check that the shipped
+    weights and threshold load and decide as built; the quality figures are the grouped CV ones."""
     needs_data()
     from mheval.suites import load_suite
+    from mheval.training.grouped import human_figures
 
-    dev = load_suite(f"help-harm:{SHARED_DATA / 'help_harm'}").cases
-    judge = OfflineJudge()
+    dev = load_suite(f"help-harm:{SHARED_DATA / 'help_harm'}").cases[::CHECK_EVERY]
+    judge = OfflineJudge(fast=fast)
 
     async def run():
         return await asyncio.gather(*(judge.judge(SimpleNamespace(id="crisis-triage"), c, None) for c in dev))
 
-    return dev, [j.label for j in asyncio.run(run())]
-
-
-@pytest.mark.shared_data
-def test_triage_reproduces_its_dev_kappa(triage_dev: tuple[list[Case], list[str]]) -> None:
-    from mheval.training.build_shipped import _against_humans
-
-    dev, labels = triage_dev
-    measured = _against_humans(labels, dev)
-    recorded = FIGURES["crisis-triage"]["dev"]
-    assert abs(measured["mean_kappa"] - recorded["mean_kappa"]) <= TOLERANCE, (measured, recorded)
-    for label in ("suicidal_ideation", "self-harm"):
-        got, want = measured["recall_vs_majority"][label]["recall"], recorded["recall_vs_majority"][label]["recall"]
-        assert abs(got - want) <= 0.051, label  # one case of 20 either way
-    assert measured["mean_kappa"] > FIGURES["crisis-triage"]["dev_lexicon_only"]["mean_kappa"] + 0.2
+    labels = [j.label for j in asyncio.run(run())]
+    measured = human_figures(labels, [[c.metadata["human_labels"][r] for r in ("H1", "H2", "H3", "H4")] for c in dev])
+    recorded = FIGURES["crisis-triage"]["fast" if fast else "default"]
+    assert abs(measured["mean_kappa"] - recorded["in_sample_every_4th_human_case"]["mean_kappa"]) <= TOLERANCE
+    cv = recorded["grouped_cv"]
+    assert len(cv["per_fold"]) == FIGURES["_about"]["folds"] and cv["spread"]["mean_kappa"]["std"] > 0
+    assert cv["pooled"]["n"] == 103 and len(cv["threshold_curve"]) > 3
+    lexicon = FIGURES["crisis-triage"]["references"]["lexicon_only"]["mean_kappa"]
+    assert cv["pooled"]["mean_kappa"] > lexicon + 0.1
 
 
 @pytest.mark.shared_data
@@ -198,9 +199,10 @@ def test_dialogue_safety_reproduces_its_in_sample_figures() -> None:
     cases = suite.cases[::CHECK_EVERY]  # the rows the builder recorded separately, to keep this test fast
     predicted = model.predict([Item(c, replies[c.id]) for c in cases])
     figures = classifier_figures([c.metadata["gold_safety_label"] for c in cases], predicted, SAFETY_LABELS)
-    recorded = FIGURES["dialogue-safety"]["in_sample_every_4th_row"]
+    recorded = FIGURES["dialogue-safety"]["default"]["in_sample_every_4th_row"]
     assert abs(figures["weighted_f1"] - recorded["weighted_f1"]) <= TOLERANCE
     assert abs(figures["accuracy"] - recorded["accuracy"]) <= TOLERANCE
+    assert "across_folds" in FIGURES["dialogue-safety"]["default"]["grouped_cv"]
 
 
 @pytest.mark.shared_data
@@ -215,3 +217,18 @@ def test_appropriateness_reproduces_its_in_sample_figures() -> None:
     recorded = FIGURES["appropriateness"]["in_sample_every_4th_row_vs_raters"]
     for rater in ("H1", "H2"):
         assert abs(measured[rater]["mae"] - recorded[rater]["mae"]) <= 0.02, rater
+
+
+@pytest.mark.shared_data
+def test_a_rebuild_is_byte_identical(tmp_path: Path) -> None:
+    """The cheapest model (appropriateness: 98 rows, ridge) built twice gives the same bytes; the others
+    go through the same seeded folds, one-thread BLAS and float32 rounding."""
+    needs_data()
+    from mheval.training.build_shipped import build
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    figures = build(SHARED_DATA, first, only=["appropriateness"])
+    build(SHARED_DATA, second, only=["appropriateness"])
+    for name in ("appropriateness.npz", "figures.json"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    assert "across_folds" in figures["appropriateness"]["cv_vs_mean"]

@@ -11,6 +11,9 @@ from mheval.judges.base import Judge
 from mheval.models.base import ChatModel
 
 OFFLINE = "offline"
+OFFLINE_FAST = "offline:fast"
+OFFLINE_JUDGES: frozenset[str] = frozenset({OFFLINE, OFFLINE_FAST})
+"""The offline judge at its two speeds (see judges/offline/judge.py)."""
 
 
 def is_model_file(name: str) -> bool:
@@ -25,7 +28,7 @@ def is_finetuned_folder(name: str) -> bool:
 
 def judge_model_specs(judges: list[str]) -> list[str]:
     """The judge names that are chat models (not the offline judge, not a trained judge file or folder)."""
-    return [j for j in judges if j != OFFLINE and not is_model_file(j) and not is_finetuned_folder(j)]
+    return [j for j in judges if j not in OFFLINE_JUDGES and not is_model_file(j) and not is_finetuned_folder(j)]
 
 
 def build_judges(models: Mapping[str, ChatModel], config: RunConfig) -> dict[str, Judge]:
@@ -34,10 +37,10 @@ def build_judges(models: Mapping[str, ChatModel], config: RunConfig) -> dict[str
 
 
 def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
-    if name == OFFLINE:
+    if name in OFFLINE_JUDGES:
         from mheval.judges.offline import OfflineJudge
 
-        return OfflineJudge()
+        return OfflineJudge(fast=name == OFFLINE_FAST)
     if is_model_file(name):
         from mheval.judges.offline.trained import load_trained_judge
 

@@ -27,24 +27,35 @@ from typing import Any
 import numpy as np
 
 from mheval.judges.offline.embed import encoder_version
-from mheval.judges.offline.features import Item, featurize
+from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns
+from mheval.judges.offline.judge import model_path
 from mheval.judges.offline.lexicon import triage
+from mheval.judges.offline.trained import TrainedJudge
 from mheval.records import CRISIS_LABELS, Case
 from mheval.suites import load_suite
 from mheval.suites.papers import SAFETY_LABELS, majority_label
-from mheval.training.fit import classifier_figures, cohen_kappa, scorer_figures
+from mheval.training.fit import classifier_figures, cohen_kappa, fit_head, scorer_figures
+from mheval.training.grouped import TriageTable, choose, dataset_group, dialogue_groups, human_figures, nested_cv
 from mheval.training.train import TrainResult, fit_judge
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "judges" / "offline" / "weights"
 RATERS = ("H1", "H2", "H3", "H4")
 HIGH_SEVERITY = ("suicidal_ideation", "self-harm")
-TRIAGE_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]
-# One value each: a nested grid over 2,183 rows x 4,614 columns would take a quarter of an hour. Chosen by
-# 5-fold CV against gpt-4o-mini's labels of the training rows (kappa 0.748 / 0.769 for an n-gram weight
-# of 3 / 10 at C=1, 0.740 for 30 with more buckets; C in 0.3-3 moved it by < 0.01), never on the dev half.
+# Feature sets and grids were compared with the nested grouped CV below (figures.json keeps them); the
+# grids are small on purpose: two shared cores, and a wide search on 103 human cases would fit noise.
+# Default triage: both encoders. Three sets were compared on the same outer folds while developing
+# (docs/offline-judges.md gives the figures; USE alone is the fast model built below): both encoders
+# gave the best recall/kappa curve. That comparison looked at the outer folds, so the chosen set's
+# figures are a little optimistic.
+TRIAGE_BLOCKS = ["e5:user", "emb:user", "ngram:user", "lex:triage"]
+TRIAGE_FAST_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]  # `offline:fast`: no e5
 TRIAGE_GRID = (1.0,)
-TRIAGE_NGRAM_WEIGHTS = (10.0,)
-TRIAGE_FAST_BLOCKS = ["ngram:user", "lex:triage"]  # measured, not shipped: no encoder, so fast
+TRIAGE_DISTILLED_WEIGHTS = (0.2, 0.5)  # a distilled row counts this much; a human-labelled case counts 1
+TRIAGE_NGRAM_WEIGHTS = (3.0, 10.0)
+TRIAGE_INNER_FOLDS = 3
+MIN_SEVERE_RECALL = 0.9
+# Dialogue safety: e5 instead of USE gave no gain in the same grouped CV (weighted F1 0.576 vs 0.590,
+# fold spread about 0.06 either way), so both speeds use the USE model; the e5 run is kept as an ablation.
 SAFETY_BLOCKS = [
     "emb:response",
     "emb:context",
@@ -53,8 +64,10 @@ SAFETY_BLOCKS = [
     "surface:reply",
     "ngram:response",
 ]
-SAFETY_GRID = (0.003, 0.01, 0.03)
-SAFETY_NGRAM_WEIGHTS = (1.0, 3.0)
+SAFETY_FAST_BLOCKS = SAFETY_BLOCKS
+SAFETY_GRID = (0.003, 0.01)
+SAFETY_NGRAM_WEIGHTS = (3.0,)
+SAFETY_ABLATIONS: tuple[list[str], ...] = (["e5:response", "e5:context", *SAFETY_BLOCKS[2:]],)
 APPROPRIATENESS_BLOCKS = ["emb:response", "lex:psycrisis", "label:crisis"]
 APPROPRIATENESS_GRID = (1.0, 10.0, 100.0, 1000.0)
 LLM_LABELS = "gpt-4o-mini-labeled-sampled_dataset_n_2046_nPerD168_seed0-merged-labels.json"
@@ -95,94 +108,114 @@ def _against_humans(pred: Sequence[str], cases: Sequence[Case]) -> dict[str, Any
     return {"mean_kappa": mean, "kappa": kappas, "recall_vs_majority": recall}
 
 
-def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
+def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
+    """The triage training cases (human dev half, distilled test inputs, crisis-core) and their table."""
     hh = data / "help_harm"
     inputs = hh / "test_inputs.jsonl"
     labels_path = hh / "llm_crisis_labels" / LLM_LABELS
     llm = {r["id"]: r.get("label") for r in json.loads(labels_path.read_text(encoding="utf-8"))}
-    test_cases = [c for c in load_suite(f"help-harm:{inputs}").cases if llm.get(c.id) in CRISIS_LABELS]
+    dev = load_suite(f"help-harm:{hh}").cases
+    distilled = [c for c in load_suite(f"help-harm:{inputs}").cases if llm.get(c.id) in CRISIS_LABELS]
     core = load_suite("crisis-core").cases
-    cases = [*test_cases, *core]
-    targets = [llm[c.id] for c in test_cases] + [c.crisis_label for c in core]
-    x = featurize(TRIAGE_BLOCKS, [Item(c) for c in cases])
+    table = TriageTable.build(
+        [(str(c.metadata.get("dataset_id")), [c.metadata["human_labels"][r] for r in RATERS]) for c in dev],
+        [(str(c.metadata.get("dataset_id")), str(llm[c.id])) for c in distilled],
+        [str(c.crisis_label) for c in core],
+    )
+    files = [hh / "human_crisis_labels.dev.jsonl", inputs, labels_path]
+    return dev, [*dev, *distilled, *core], table, files
+
+
+def _triage_model(
+    blocks: list[str], cases: list[Case], table: TriageTable, files: list[Path], folds: int, seed: int, fast: bool
+) -> tuple[TrainedJudge, dict[str, Any]]:
+    """Nested grouped CV of one feature set, then the same choices made on every dataset and one fit."""
+    x = featurize(blocks, [Item(c) for c in cases])
+    ngram = ngram_columns(blocks)
+    options: dict[str, Any] = {
+        "grid": TRIAGE_GRID, "distilled_weights": TRIAGE_DISTILLED_WEIGHTS, "min_recall": MIN_SEVERE_RECALL,
+        "ngram": ngram if ngram.any() else None, "ngram_weights": TRIAGE_NGRAM_WEIGHTS,
+    }  # fmt: skip
+    cv = nested_cv(x, table, folds=folds, inner_folds=TRIAGE_INNER_FOLDS, seed=seed, **options)
+    groups = sorted({g for g in table.group if g != "crisis-core"})
+    final = choose(x, table, groups, folds=TRIAGE_INNER_FOLDS, seed=seed, **options)
+    head = fit_head(
+        x[table.case_index], table.y, kind="classifier", n_labels=len(CRISIS_LABELS), strength=final.strength,
+        ngram=options["ngram"], ngram_weight=final.ngram_weight, sample_weight=table.weights(final.distilled_weight),
+    )  # fmt: skip
     meta = {
         "protocol": "crisis-triage",
+        "kind": "classifier",
+        "labels": list(CRISIS_LABELS),
         "target": "case",
-        "features": TRIAGE_BLOCKS,
-        "encoder": encoder_version(),
+        "features": blocks,
+        "encoder": "; ".join(encoder_version(k) for k in encoders(blocks)),
         "text_fields": {"case": "user turns", "response": None},
+        "severe_threshold": final.threshold,
+        "speed": "fast" if fast else "default",
         "training": {
-            "data": [f"help_harm/{inputs.name}", f"help_harm/llm_crisis_labels/{LLM_LABELS}", "crisis-core (built in)"],
-            "data_sha256": [_sha(inputs), _sha(labels_path)],
+            "data": [
+                "help_harm/human_crisis_labels.dev.jsonl (4 human labels per case)",
+                f"help_harm/test_inputs.jsonl + llm_crisis_labels/{LLM_LABELS} (distilled)",
+                "crisis-core (built in)",
+            ],
+            "data_sha256": [_sha(f) for f in files],
             "rows": len(cases),
             "command": COMMAND,
-            "note": "distilled from gpt-4o-mini's published merged labels; dev human labels never used",
+            "strength": final.strength,
+            "distilled_weight": final.distilled_weight,
+            "ngram_weight": final.ngram_weight,
+            "note": "distilled rows weighted below human ones; choices by nested CV holding out whole datasets",
         },
+        "figures": {"grouped_cv_vs_humans": cv["pooled"], "across_folds": cv["spread"]},
     }
-    result = fit_judge(
-        x, targets, kind="classifier", meta=meta, labels=list(CRISIS_LABELS), grid=TRIAGE_GRID,
-        folds=folds, seed=seed, name="offline", ngram_weights=TRIAGE_NGRAM_WEIGHTS,
-    )  # fmt: skip
-    # Does the lexicon's high-severity override help? Decided on the training CV, against gpt-4o-mini.
-    oof = [CRISIS_LABELS[int(i)] for i in result.oof]  # type: ignore[union-attr]
-    lex_train = [triage(_user_turns(c)).label for c in cases]
-    cv_plain = classifier_figures(targets, oof, CRISIS_LABELS)
-    cv_override = classifier_figures(targets, with_lexicon_override(oof, lex_train), CRISIS_LABELS)
+    judge = TrainedJudge(head, meta, name="offline:fast" if fast else "offline")
+    human = table.human_cases()
+    proba = head.proba(x[human])
+    in_sample = [CRISIS_LABELS[int(i)] for i in judge.choose(proba)]
+    raters = [table.raters[c] for c in human]
+    figures = {
+        "features": blocks,
+        "rows": len(cases),
+        "human_cases": len(human),
+        "groups": len(groups),
+        "grouped_cv": cv,
+        "chosen_on_all_data": {
+            "strength": final.strength,
+            "distilled_weight": final.distilled_weight,
+            "threshold": final.threshold,
+            "ngram_weight": final.ngram_weight,
+            **final.inner,
+        },
+        # In-sample (the humans' cases are training data now): only to check that the weights load right.
+        "in_sample_every_4th_human_case": human_figures(in_sample[::CHECK_EVERY], raters[::CHECK_EVERY]),
+    }
+    return judge, figures
 
-    def severe_recall(fig: dict[str, Any]) -> float:
-        return sum(fig["recall"][lab] * fig["support"][lab] for lab in HIGH_SEVERITY) / sum(
-            fig["support"][lab] for lab in HIGH_SEVERITY
-        )
 
-    use_override = (
-        severe_recall(cv_override) > severe_recall(cv_plain) and cv_override["kappa"] >= cv_plain["kappa"] - 0.02
-    )
-    result.judge.meta["lexicon_override"] = use_override
-
-    dev = load_suite(f"help-harm:{hh}").cases
-    model_dev = list(result.judge.predict([Item(c) for c in dev]))
-    lex_dev = [triage(_user_turns(c)).label for c in dev]
+def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
+    dev, cases, table, files = _triage_table(data)
+    figures: dict[str, Any] = {}
+    for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):
+        judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast)
+        judge.save(model_path(out, "crisis-triage", fast))
+        figures["fast" if fast else "default"] = fig
+    hh = data / "help_harm"
+    raters = [[c.metadata["human_labels"][r] for r in RATERS] for c in dev]
     dev_llm = {r["id"]: r["label"] for r in json.loads((hh / "llm_crisis_labels" / LLM_DEV_LABELS).read_text("utf-8"))}
     human_pairs = [
-        cohen_kappa([c.metadata["human_labels"][a] for c in dev], [c.metadata["human_labels"][b] for c in dev])
-        for i, a in enumerate(RATERS)
-        for b in RATERS[i + 1 :]
+        cohen_kappa([r[i] for r in raters], [r[j] for r in raters]) for i in range(4) for j in range(i + 1, 4)
     ]
-    shipped_dev = with_lexicon_override(model_dev, lex_dev) if use_override else model_dev
-    # The same recipe without the sentence encoder: what the speed target would cost in agreement.
-    fast_x = featurize(TRIAGE_FAST_BLOCKS, [Item(c) for c in cases])
-    fast = fit_judge(
-        fast_x, targets, kind="classifier", meta={**meta, "features": TRIAGE_FAST_BLOCKS}, labels=list(CRISIS_LABELS),
-        grid=TRIAGE_GRID, folds=folds, seed=seed, ngram_weights=TRIAGE_NGRAM_WEIGHTS,
-    )  # fmt: skip
-    fast_dev = list(fast.judge.predict([Item(c) for c in dev]))
-    figures = {
-        "rows": len(cases),
-        "strength": result.params["strength"],
-        "ngram_weight": result.params.get("ngram_weight"),
-        "cv_vs_gpt4o_mini": cv_plain,
-        "cv_vs_gpt4o_mini_with_lexicon_override": cv_override,
-        "lexicon_override": use_override,
-        "dev_n": len(dev),
-        "dev": _against_humans(shipped_dev, dev),
-        "dev_classifier_only": _against_humans(model_dev, dev),
-        "dev_with_lexicon_override": _against_humans(with_lexicon_override(model_dev, lex_dev), dev),
-        "dev_lexicon_only": _against_humans(lex_dev, dev),
-        "no_encoder_variant": {
-            "features": TRIAGE_FAST_BLOCKS,
-            "cv_vs_gpt4o_mini": fast.figures,
-            "dev_classifier_only": _against_humans(fast_dev, dev),
-            "dev_with_lexicon_override": _against_humans(with_lexicon_override(fast_dev, lex_dev), dev),
-        },
-        "dev_gpt4o_mini_published": _against_humans([dev_llm[c.id] for c in dev], dev),
-        "dev_human_pairwise_kappa": {
+    # References on the same 103 cases (no training involved): the lexicon and gpt-4o-mini's labels.
+    figures["references"] = {
+        "lexicon_only": human_figures([triage(_user_turns(c)).label for c in dev], raters),
+        "gpt4o_mini_published": human_figures([dev_llm[c.id] for c in dev], raters),
+        "human_pairwise_kappa": {
             "min": round(min(human_pairs), 4),
             "max": round(max(human_pairs), 4),
             "mean": round(float(np.mean(human_pairs)), 4),
         },
     }
-    result.judge.meta["figures"]["dev_vs_humans"] = figures["dev"]
-    result.judge.save(out / "crisis-triage.npz")
     return figures
 
 
@@ -192,51 +225,53 @@ def build_safety(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     replies = {r.case_id: r.text for r in suite.responses}
     items = [Item(c, replies[c.id]) for c in suite.cases]
     gold = [c.metadata["gold_safety_label"] for c in suite.cases]
-    meta = {
-        "protocol": "dialogue-safety",
-        "target": "response",
-        "features": SAFETY_BLOCKS,
-        "encoder": encoder_version(),
-        "text_fields": {"case": "context", "response": "response"},
-        "training": {
-            "data": "dialogue_safety/dev.jsonl",
-            "data_sha256": _sha(path),
-            "rows": len(items),
-            "command": COMMAND,
-        },
-    }
-    x_all = featurize(SAFETY_BLOCKS, items)
-    result = fit_judge(
-        x_all, gold, kind="classifier", meta=meta, labels=list(SAFETY_LABELS), grid=SAFETY_GRID,
-        folds=folds, seed=seed, name="offline", ngram_weights=SAFETY_NGRAM_WEIGHTS,
-    )  # fmt: skip
-    predicted = list(result.judge.predict(items))
-    in_sample = classifier_figures(gold, predicted, SAFETY_LABELS)
-    # The tests re-check a quarter of the rows (every CHECK_EVERY-th), to stay fast.
-    in_sample_subset = classifier_figures(gold[::CHECK_EVERY], predicted[::CHECK_EVERY], SAFETY_LABELS)
-    result.judge.meta["figures"]["in_sample"] = in_sample
-    result.judge.save(out / "dialogue-safety.npz")
+    # Records that open with the same seeker turn are one dialogue: they are held out together.
+    groups = dialogue_groups([c.turns[0].content if c.turns else "" for c in suite.cases])
+
+    def run(blocks: list[str], name: str = "offline") -> TrainResult:
+        meta = {
+            "protocol": "dialogue-safety",
+            "target": "response",
+            "features": blocks,
+            "encoder": "; ".join(encoder_version(k) for k in encoders(blocks)),
+            "text_fields": {"case": "context", "response": "response"},
+            "training": {
+                "data": "dialogue_safety/dev.jsonl",
+                "data_sha256": _sha(path),
+                "rows": len(items),
+                "command": COMMAND,
+                "grouped_by": "dialogue (first seeker turn)",
+            },
+        }
+        return fit_judge(
+            featurize(blocks, items), gold, kind="classifier", meta=meta, labels=list(SAFETY_LABELS),
+            grid=SAFETY_GRID, folds=folds, seed=seed, groups=groups, name=name, ngram_weights=SAFETY_NGRAM_WEIGHTS,
+        )  # fmt: skip
+
+    figures: dict[str, Any] = {"rows": len(items), "dialogues": len(set(groups))}
+    for fast, blocks in ((False, SAFETY_BLOCKS), (True, SAFETY_FAST_BLOCKS)):
+        if fast and blocks == SAFETY_BLOCKS:
+            continue
+        result = run(blocks, "offline:fast" if fast else "offline")
+        predicted = list(result.judge.predict(items))
+        result.judge.meta["figures"]["in_sample"] = classifier_figures(gold, predicted, SAFETY_LABELS)
+        result.judge.save(model_path(out, "dialogue-safety", fast))
+        figures["fast" if fast else "default"] = {
+            "features": blocks,
+            "strength": result.params["strength"],
+            "strength_per_fold": result.params["strength_per_fold"],
+            "ngram_weight": result.params.get("ngram_weight"),
+            "ngram_weight_per_fold": result.params.get("ngram_weight_per_fold"),
+            "grouped_cv": result.figures,
+            # In-sample, every CHECK_EVERY-th row: the tests re-check it to see that the weights load right.
+            "in_sample_every_4th_row": classifier_figures(gold[::CHECK_EVERY], predicted[::CHECK_EVERY], SAFETY_LABELS),
+        }
     ablations = {}
-    for blocks in (
-        ["emb:response"],
-        ["emb:response", "emb:context"],
-        ["surface:reply", "cos:response,last_user"],
-        [b for b in SAFETY_BLOCKS if not b.startswith("ngram:")],
-        ["ngram:response"],
-    ):
-        x = featurize(blocks, items)
-        r = fit_judge(x, gold, kind="classifier", meta={**meta, "features": blocks}, labels=list(SAFETY_LABELS),
-                      grid=SAFETY_GRID, folds=folds, seed=seed, ngram_weights=SAFETY_NGRAM_WEIGHTS)  # fmt: skip
-        ablations["+".join(blocks)] = {k: r.figures[k] for k in ("accuracy", "weighted_f1", "macro_f1")}
-    return {
-        "rows": len(items),
-        "strength": result.params["strength"],
-        "ngram_weight": result.params.get("ngram_weight"),
-        "cv": result.figures,
-        "in_sample": in_sample,
-        "in_sample_every_4th_row": in_sample_subset,
-        "ablations_cv": ablations,
-    }
+    for blocks in SAFETY_ABLATIONS:
+        r = run(blocks)
+        ablations["+".join(blocks)] = {k: r.figures[k] for k in ("accuracy", "weighted_f1", "macro_f1", "across_folds")}
+    figures["ablations_grouped_cv"] = ablations
+    return figures
 
 
 def _appropriateness_data(data: Path) -> tuple[list[Item], np.ndarray, np.ndarray, list[str], dict[str, np.ndarray]]:
@@ -255,7 +290,7 @@ def _appropriateness_data(data: Path) -> tuple[list[Item], np.ndarray, np.ndarra
         items.append(Item(case, replies[case.id], label))
         per_rater.append([np.nan if s is None else float(s) for s in rated])
         mean.append(float(np.nanmean(per_rater[-1])))
-        groups.append(str(humans[case.id].metadata.get("dataset_id")))  # the corpus the post came from
+        groups.append(dataset_group(humans[case.id].metadata.get("dataset_id")))  # the corpus the post came from
         for judge, value in (case.metadata.get("judge_scores") or {}).items():
             judges.setdefault(judge, []).append(np.nan if value is None else float(value))
     return items, np.array(mean), np.array(per_rater), groups, {k: np.array(v) for k, v in judges.items()}
@@ -333,7 +368,12 @@ def build(
         started = time.perf_counter()
         figures[name] = step(data, out, folds, seed)
         print(f"built {name} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-        figures["_about"] = {"command": COMMAND, "encoder": encoder_version(), "folds": folds, "seed": seed}
+        figures["_about"] = {
+            "command": COMMAND,
+            "encoders": [encoder_version("use"), encoder_version("e5")],
+            "folds": folds,
+            "seed": seed,
+        }
         figures_path.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return figures
 

@@ -13,7 +13,7 @@ only, always from models that never saw the source dataset (`dataset_id`) those 
 - the threshold: when p(suicidal_ideation) + p(self-harm) reaches `t`, the more likely of those two
   labels is given whatever else is likelier. Of the thresholds whose inner recall of both labels
   reaches `min_recall`, the largest (the one that changes the fewest labels) is kept; if none does,
-  the smallest.
+  the largest of those that come closest (each label's recall counted up to `min_recall`).
 
 Recall counts a case as suicidal ideation (or self-harm) when at least two of the four raters said so,
 the measure the unseen-data check used. The `figures` are plain numbers; nothing here reads files.
@@ -165,6 +165,7 @@ class Choice:
     strength: float
     distilled_weight: float
     threshold: float
+    ngram_weight: float = 1.0
     inner: dict[str, Any] = field(default_factory=dict)
 
 
@@ -198,37 +199,54 @@ def oof_proba(
     return cases, np.vstack(probas), fold_of
 
 
+def pick_threshold(
+    proba: np.ndarray, raters: Sequence[Sequence[str]], thresholds: Sequence[float], min_recall: float
+) -> float:
+    """The largest threshold whose recall of both severe labels reaches `min_recall`; when none does, the
+    largest of those with the most recall short of it (each label's recall counted up to `min_recall`,
+    so a label that no threshold helps does not hide the other one's gains; lowering the threshold
+    further would cost agreement and buy nothing)."""
+    reached = {t: sum(min(min_recall, r) for r in _severe_recalls(decide(proba, t), raters)) for t in thresholds}
+    return max(thresholds, key=lambda t: (round(reached[t], 9), t))
+
+
 def choose(
     x: np.ndarray, table: TriageTable, groups: Sequence[str], *, grid: Sequence[float],
     distilled_weights: Sequence[float], thresholds: Sequence[float] = THRESHOLDS, min_recall: float = 0.9,
-    folds: int = 3, seed: int = 0, ngram: np.ndarray | None = None, ngram_weight: float = 1.0,
+    folds: int = 3, seed: int = 0, ngram: np.ndarray | None = None, ngram_weights: Sequence[float] = (1.0,),
 ) -> Choice:  # fmt: skip
-    """Strength and distillation weight by inner-CV mean kappa (on `groups` only), then the threshold."""
+    """Strength, distillation weight and n-gram weight by inner-CV mean kappa (on `groups` only), then the
+    threshold on the chosen setting's inner out-of-fold probabilities."""
     inner = _fold_groups(table, groups, folds, seed)
-    best: tuple[float, float, float, np.ndarray, list[int]] | None = None
+    best: tuple[float, Choice, np.ndarray, list[int]] | None = None
     scores: dict[str, float] = {}
-    for weight in distilled_weights:
-        for strength in grid:
-            cases, proba, _ = oof_proba(
-                x, table, groups, inner, strength=strength, distilled_weight=weight, ngram=ngram,
-                ngram_weight=ngram_weight,
-            )  # fmt: skip
-            kappa = _mean_kappa(proba.argmax(axis=1), [table.raters[c] for c in cases])
-            scores[f"C={strength:g},w={weight:g}"] = round(kappa, 4)
-            if best is None or kappa > best[0] + 1e-12:
-                best = (kappa, strength, weight, proba, cases)
+    for ngram_weight in ngram_weights if ngram is not None else [1.0]:
+        for weight in distilled_weights:
+            for strength in grid:
+                cases, proba, _ = oof_proba(
+                    x, table, groups, inner, strength=strength, distilled_weight=weight, ngram=ngram,
+                    ngram_weight=ngram_weight,
+                )  # fmt: skip
+                kappa = _mean_kappa(proba.argmax(axis=1), [table.raters[c] for c in cases])
+                scores[f"C={strength:g},w={weight:g},ngram={ngram_weight:g}"] = round(kappa, 4)
+                if best is None or kappa > best[0] + 1e-12:
+                    best = (kappa, Choice(strength, weight, 1.01, ngram_weight), proba, cases)
     assert best is not None
-    _, strength, weight, proba, cases = best
+    _, choice, proba, cases = best
     raters = [table.raters[c] for c in cases]
-    ok = [t for t in thresholds if min(_severe_recalls(decide(proba, t), raters)) >= min_recall]
-    threshold = max(ok) if ok else min(thresholds)
-    return Choice(strength, weight, threshold, {"kappa_by_setting": scores, "thresholds_meeting_recall": ok})
+    choice.threshold = pick_threshold(proba, raters, thresholds, min_recall)
+    curve = {t: _severe_recalls(decide(proba, t), raters) for t in thresholds}
+    choice.inner = {
+        "kappa_by_setting": scores,
+        "inner_recall_by_threshold": {f"{t:g}": [round(r, 3) for r in v] for t, v in curve.items()},
+    }
+    return choice
 
 
 def nested_cv(
     x: np.ndarray, table: TriageTable, *, grid: Sequence[float], distilled_weights: Sequence[float],
     thresholds: Sequence[float] = THRESHOLDS, min_recall: float = 0.9, folds: int = 5, inner_folds: int = 3,
-    seed: int = 0, ngram: np.ndarray | None = None, ngram_weight: float = 1.0,
+    seed: int = 0, ngram: np.ndarray | None = None, ngram_weights: Sequence[float] = (1.0,),
 ) -> dict[str, Any]:  # fmt: skip
     """Outer folds of whole datasets; everything chosen inside. Returns pooled and per-fold figures, the
     choices made in each fold, and the recall/kappa curve over `thresholds` (outer models, pooled)."""
@@ -242,10 +260,10 @@ def nested_cv(
         train_groups = [g for g in groups if g not in set(held)]
         choice = choose(
             x, table, train_groups, grid=grid, distilled_weights=distilled_weights, thresholds=thresholds,
-            min_recall=min_recall, folds=inner_folds, seed=seed, ngram=ngram, ngram_weight=ngram_weight,
+            min_recall=min_recall, folds=inner_folds, seed=seed, ngram=ngram, ngram_weights=ngram_weights,
         )  # fmt: skip
         rows = np.flatnonzero([g not in set(held) for g in table.group])  # crisis-core is never held out
-        head = _fit(x, table, rows, choice.strength, choice.distilled_weight, ngram, ngram_weight)
+        head = _fit(x, table, rows, choice.strength, choice.distilled_weight, ngram, choice.ngram_weight)
         test = table.human_cases(held)
         proba = head.proba(x[test])
         pred = decide(proba, choice.threshold)
@@ -253,7 +271,8 @@ def nested_cv(
             {"groups": held, **human_figures([CRISIS_LABELS[p] for p in pred], [table.raters[c] for c in test])}
         )
         choices.append({"strength": choice.strength, "distilled_weight": choice.distilled_weight,
-                        "threshold": choice.threshold, **choice.inner})  # fmt: skip
+                        "ngram_weight": choice.ngram_weight, "threshold": choice.threshold,
+                        **choice.inner})  # fmt: skip
         pooled_cases += test
         pooled_pred += pred.tolist()
         pooled_proba.append(proba)
