@@ -291,11 +291,15 @@ def test_run_overview_unscored_and_ungrounded(tables):
     assert (j2["judgments"], j2["scored"], j2["unscored"]) == (3, 1, 2)
     reasons = tables.frame("unscored_reasons")
     assert set(reasons["reason"]) == {"parse_failure", "ungrounded"}
-    ung = tables.frame("ungrounded")
-    # One unscored with reason "ungrounded", one scored with the flag: 2 of 3.
+    ung = tables.frame("ungrounded_judgments")
+    # One unscored with reason "ungrounded", one scored with the flag: 2 of 3 judgments.
     row = _row(ung, judge="judge-2", protocol="psycrisis")
-    assert (row["ungrounded_n"], row["judgments"]) == (2, 3)
-    assert _row(ung, judge="judge-1", protocol="appropriateness")["ungrounded_n"] == 0
+    assert (row["ungrounded_judgments_n"], row["judgments"]) == (2, 3)
+    # The claim rate is another measure: the flagged judgment makes one positive claim (empathy 1) and
+    # names no ungrounded dimension, so 0 of 1 claims; judge-1's grounding was never checked.
+    assert (row["claims"], row["ungrounded_claims_n"], row["ungrounded_claims_rate"]) == (1, 0, 0.0)
+    j1 = _row(ung, judge="judge-1", protocol="appropriateness")
+    assert j1["ungrounded_judgments_n"] == 0 and pd.isna(j1["ungrounded_claims_rate"])
     flags = tables.frame("flags")
     assert _row(flags, judge="judge-1", protocol="appropriateness", flag="truncated")["count"] == 3
 
@@ -393,6 +397,10 @@ def test_report_html_is_self_contained_and_escaped(run_dir, tables):
     assert "活着没什么意思" in html
     assert 'class="chip flag">truncated<' in html
     assert "judge judge-1 for 3 case(s)" in html
+    # Both ungrounded measures under their own names, each with its definition.
+    ung = html[html.index('id="table-ungrounded"') :]
+    assert "ungrounded_judgments [95% CI]" in ung and ">ungrounded_claims<" in ung
+    assert "ungrounded_claims: positive claims whose quoted evidence is not in the text judged" in ung
     # Tables beside the report, same numbers as computed.
     csv = pd.read_csv(run_dir / "tables" / "appropriateness_by_category.csv")
     parquet = pd.read_parquet(run_dir / "tables" / "appropriateness_by_category.parquet")
@@ -449,12 +457,19 @@ def test_summary_text_has_headline_numbers(run_dir, tables):
     assert f"60% [{100 * lo:.0f}–{100 * hi:.0f}%] · 3/5" in line
     assert "988" in text and "parse_failure 1" in text
     assert "Suicidal ideation" in text
+    # The judgment share and the claim rate are named apart, each with its definition.
+    assert "Ungrounded judgments: judge-2/psycrisis 67%" in text
+    assert "(ungrounded_judgments: judgments unscored as ungrounded or flagged ungrounded" in text
+    assert "Ungrounded claims" not in text  # no claim was found ungrounded
 
 
 def test_summary_frame_still_works(run_dir):
     with Store.open_existing(run_dir) as store:
         frame = summary_frame(store)
     assert set(frame["protocol"]) == {"crisis-triage", "appropriateness", "psycrisis"}
+    assert "ungrounded" not in frame.columns  # the claim rate has its own name
+    row = frame[(frame["judge"] == "judge-2") & (frame["protocol"] == "psycrisis")].iloc[0]
+    assert row["ungrounded_claims"] == "0/1 (0.0%)"
 
 
 def test_highlight_escapes_and_marks():

@@ -23,7 +23,14 @@ from mheval.report import figures
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
 from mheval.report.overview import facts, injection_note
-from mheval.report.tables import ReportTables, report_tables
+from mheval.report.tables import (
+    UNGROUNDED_CLAIMS,
+    UNGROUNDED_CLAIMS_DEFINITION,
+    UNGROUNDED_JUDGMENTS,
+    UNGROUNDED_JUDGMENTS_DEFINITION,
+    ReportTables,
+    report_tables,
+)
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 REPORT_NAME = "report.html"
@@ -219,12 +226,18 @@ def _sections(t: ReportTables) -> dict[str, Any]:
             ],
         ),
         "ungrounded": f.display(
-            t.frame("ungrounded"),
+            t.frame(UNGROUNDED_JUDGMENTS),
             [
                 f.text("judge"),
                 f.text("protocol"),
                 f.col("judgments", "judgments", f.num),
-                f.rate("ungrounded", "ungrounded [95% CI]", n_key="judgments"),
+                f.rate(
+                    UNGROUNDED_JUDGMENTS,
+                    f"{UNGROUNDED_JUDGMENTS} [95% CI]",
+                    n_key="judgments",
+                    title=UNGROUNDED_JUDGMENTS_DEFINITION,
+                ),
+                f.rate(UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS, n_key="claims", title=UNGROUNDED_CLAIMS_DEFINITION),
             ],
         ),
         "flags": f.display(
@@ -420,6 +433,7 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
         "worst": t.worst,
         "protocols": t.run.protocols,
         "has_repeats": any(j.repeat > 0 for j in t.run.judgments),
+        "ungrounded_definitions": [UNGROUNDED_JUDGMENTS_DEFINITION, UNGROUNDED_CLAIMS_DEFINITION],
         "cjk_families": figures.CJK_FAMILIES,
     }
     html = _environment().get_template("report.html.j2").render(**context)

@@ -1,4 +1,4 @@
-"""Can we trust the judge? Agreement with human labels, self-consistency across repeats, ungrounded rates.
+"""Can we trust the judge? Agreement with human labels, self-consistency across repeats, ungrounded judgments.
 
 Human labels come from a `human_labels.*` file in the run folder (any shape `load_human_labels`
 reads) or from the cases themselves (`metadata["human_labels"]`, as the help-harm reader keeps them).
@@ -18,14 +18,14 @@ from typing import Any
 import pandas as pd
 
 from mheval.errors import InputError
-from mheval.records import Reason
+from mheval.judges.grounding import UNGROUNDED, ungrounded_rate
+from mheval.records import Judgment, Reason
 from mheval.report.metrics import est_columns, rate_columns, score_value
 from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
-from mheval.stats.agreement import fleiss_kappa
-from mheval.stats.icc import icc
+from mheval.report.tables import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
+from mheval.stats.consistency import repeat_consistency
 
 LABEL_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
-UNGROUNDED = "ungrounded"
 
 AGREEMENT_COLUMNS = [
     "source",
@@ -212,8 +212,14 @@ def human_agreement(run: RunData, *, n_boot: int = 1000) -> tuple[pd.DataFrame, 
 
 
 def self_consistency(run: RunData, *, n_boot: int = 1000) -> pd.DataFrame:
-    """Per protocol x judge with repeats: share of units whose repeats all agree, and kappa or ICC over repeats."""
-    groups: dict[tuple[str, str], dict[tuple, dict[int, Any]]] = defaultdict(lambda: defaultdict(dict))
+    """Per protocol x judge with repeats: share of units whose repeats all agree, and kappa or ICC over repeats.
+
+    A judgment stands for its label or its single number (`score_value`); the statistics are
+    `mheval.stats.consistency.repeat_consistency` over the units x repeats matrix.
+    """
+    groups: dict[tuple[str, str], dict[tuple[str, str | None, int | None], dict[int, Any]]] = defaultdict(
+        lambda: defaultdict(dict)
+    )
     has_repeats = {(j.protocol, j.judge) for j in run.judgments if j.repeat > 0}
     for j in run.judgments:
         if (j.protocol, j.judge) not in has_repeats or j.status != "ok":
@@ -223,45 +229,55 @@ def self_consistency(run: RunData, *, n_boot: int = 1000) -> pd.DataFrame:
             groups[(j.protocol, j.judge)][(j.case_id, j.model, j.sample)][j.repeat] = value
     rows = []
     for (protocol, judge), units in groups.items():
-        multi = {k: v for k, v in units.items() if len(v) >= 2}
-        if not multi:
+        repeats = sorted({r for v in units.values() for r in v})
+        matrix = pd.DataFrame([[v.get(r) for r in repeats] for v in units.values()], columns=repeats, dtype=object)
+        c = repeat_consistency(matrix, n_boot=n_boot)
+        if not c.units:
             continue
-        repeats = sorted({r for v in multi.values() for r in v})
-        matrix = pd.DataFrame([[v.get(r) for r in repeats] for v in multi.values()], columns=repeats)
-        same = sum(1 for v in multi.values() if len(set(v.values())) == 1)
-        is_label = any(isinstance(x, str) for v in multi.values() for x in v.values())
-        if is_label:
-            est, stat = fleiss_kappa(matrix.astype(object), n_boot=n_boot), "Fleiss' kappa over repeats"
-        else:
-            est, stat = icc(matrix.astype(float), "A,1"), "ICC(A,1) over repeats"
         rows.append(
             {
                 "protocol": protocol,
                 "judge": judge,
-                "units": len(multi),
-                "repeats": len(repeats),
-                **rate_columns("identical", same, len(multi)),
-                "statistic": stat,
-                **est_columns("value", est),
-                "note": est.note or "",
+                "units": c.units,
+                "repeats": c.repeats,
+                **rate_columns("identical", c.identical, c.units),
+                "statistic": c.statistic_name,
+                **est_columns("value", c.agreement),
+                "note": c.agreement.note or "",
             }
         )
     return pd.DataFrame(rows)
 
 
-def is_ungrounded(j: Any) -> bool:
+def is_ungrounded(j: Judgment) -> bool:
+    """The judgment was unscored as ungrounded, or carries an ungrounded flag (``ungrounded``, ``ungrounded:<dim>``)."""
     return j.reason == Reason.UNGROUNDED or any(UNGROUNDED in f.lower() for f in j.flags)
 
 
-def ungrounded_rates(run: RunData) -> pd.DataFrame:
-    """Per judge x protocol: judgments whose reason or flags say `ungrounded` (evidence not in the text)."""
-    counts: dict[tuple[str, str], list[bool]] = defaultdict(list)
+def ungrounded_judgments(run: RunData) -> pd.DataFrame:
+    """Per judge x protocol, the two ungrounded measures side by side under their own names.
+
+    ``ungrounded_judgments_*``: judgments that `is_ungrounded`, of all judgments (with a Wilson interval).
+    ``claims`` / ``ungrounded_claims_*``: the claim-level rate of `judges.grounding.ungrounded_rate`,
+    over the judgments whose grounding was checked (empty where none was).
+    """
+    groups: dict[tuple[str, str], list[Judgment]] = defaultdict(list)
     for j in run.judgments:
-        counts[(j.judge, j.protocol)].append(is_ungrounded(j))
-    rows = [
-        {"judge": jd, "protocol": p, "judgments": len(v), **rate_columns("ungrounded", sum(v), len(v))}
-        for (jd, p), v in counts.items()
-    ]
+        groups[(j.judge, j.protocol)].append(j)
+    rows = []
+    for (judge, protocol), items in groups.items():
+        claims, ungrounded, rate = ungrounded_rate(items).get(judge, (0, 0, None))
+        rows.append(
+            {
+                "judge": judge,
+                "protocol": protocol,
+                "judgments": len(items),
+                **rate_columns(UNGROUNDED_JUDGMENTS, sum(map(is_ungrounded, items)), len(items)),
+                "claims": claims if rate is not None else None,
+                f"{UNGROUNDED_CLAIMS}_n": ungrounded if rate is not None else None,
+                f"{UNGROUNDED_CLAIMS}_rate": rate,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -281,5 +297,5 @@ __all__ = [
     "human_label_sources",
     "is_ungrounded",
     "self_consistency",
-    "ungrounded_rates",
+    "ungrounded_judgments",
 ]

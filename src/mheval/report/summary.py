@@ -15,7 +15,14 @@ import pandas as pd
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
 from mheval.report.rundata import label_name
-from mheval.report.tables import ReportTables, report_tables
+from mheval.report.tables import (
+    UNGROUNDED_CLAIMS,
+    UNGROUNDED_CLAIMS_DEFINITION,
+    UNGROUNDED_JUDGMENTS,
+    UNGROUNDED_JUDGMENTS_DEFINITION,
+    ReportTables,
+    report_tables,
+)
 
 CONTENT_LINE = (
     "Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
@@ -249,16 +256,15 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
                 f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records")
             ),
         ]
-    ungrounded = t.frame("ungrounded")
-    if not ungrounded.empty and ungrounded["ungrounded_n"].sum():
-        out.append(
-            "Ungrounded verdicts: "
-            + "; ".join(
-                f"{r['judge']}/{r['protocol']} {f.pct(r['ungrounded_rate'])}"
-                for r in ungrounded.to_dict("records")
-                if r["ungrounded_n"]
-            )
-        )
+    ungrounded = t.frame(UNGROUNDED_JUDGMENTS)
+    for name, definition in (
+        (UNGROUNDED_JUDGMENTS, UNGROUNDED_JUDGMENTS_DEFINITION),
+        (UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS_DEFINITION),
+    ):
+        found = [r for r in ungrounded.to_dict("records") if not f.missing(r.get(f"{name}_n")) and r[f"{name}_n"]]
+        if found:
+            rates = "; ".join(f"{r['judge']}/{r['protocol']} {f.pct(r[f'{name}_rate'])}" for r in found)
+            out += [f"{name.capitalize().replace('_', ' ')}: {rates}", f"  ({definition})"]
     agreement = t.frame("human_agreement")
     if not agreement.empty:
         judges = agreement[agreement["kind"] == "judge"]

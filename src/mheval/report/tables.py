@@ -21,12 +21,26 @@ if TYPE_CHECKING:
 # summary printed after every run stays quick to import.
 DEFAULT_WORST = 10
 
+# The two "ungrounded" measures, under distinct names wherever they show, each with its definition.
+# The claim rate is judges.grounding.ungrounded_rate; the judgment share report.reliability.is_ungrounded.
+UNGROUNDED_CLAIMS = "ungrounded_claims"
+UNGROUNDED_CLAIMS_DEFINITION = (
+    "ungrounded_claims: positive claims whose quoted evidence is not in the text judged, of the positive claims "
+    "whose grounding was checked"
+)
+UNGROUNDED_JUDGMENTS = "ungrounded_judgments"
+UNGROUNDED_JUDGMENTS_DEFINITION = (
+    "ungrounded_judgments: judgments unscored as ungrounded or flagged ungrounded, of all judgments"
+)
+
 # Where a case keeps the gold label that a label protocol's verdict is compared with.
 GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_label"}
 
 
 def summary_frame(store: Store) -> pd.DataFrame:
-    """One row per protocol x model x judge: counts, unscored reasons and the headline number.
+    """One row per protocol x model x judge: counts, unscored reasons, ungrounded claims and the headline number.
+
+    ``ungrounded_claims`` is "k/n (rate)" per UNGROUNDED_CLAIMS_DEFINITION, empty where grounding was not checked.
 
     Judgments are read under the run's injection policy (engine/export.counted_judgments): under
     "exclude" the flagged ones are not counted at all (the headline says how many were left out);
@@ -56,8 +70,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
             "unscored": n - len(ok),
             "unscored_rate": f"{(n - len(ok)) / n:.1%}" if n else "",
             "unscored_reasons": ", ".join(f"{k} {v}" for k, v in reasons.most_common()) or "",
-            # Positive claims whose quote was not found in the response (only where grounding was checked).
-            "ungrounded": f"{ungrounded}/{claims} ({rate:.1%})" if rate is not None else "",
+            UNGROUNDED_CLAIMS: f"{ungrounded}/{claims} ({rate:.1%})" if rate is not None else "",
             "headline": _headline(protocol, ok, cases)
             + _injection_headline(protocol, ok, cases, left_out[(protocol, model, judge)], counted.policy),
         }
@@ -73,7 +86,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
             "unscored",
             "unscored_rate",
             "unscored_reasons",
-            "ungrounded",
+            UNGROUNDED_CLAIMS,
             "headline",
         ],
     )
@@ -154,7 +167,7 @@ def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst
         psycrisis_dimensions,
     )
     from mheval.report.overview import judges_frame, models_frame, unscored_frame
-    from mheval.report.reliability import flag_counts, human_agreement, self_consistency, ungrounded_rates
+    from mheval.report.reliability import flag_counts, human_agreement, self_consistency, ungrounded_judgments
     from mheval.report.rundata import RunData, load_run
 
     if not isinstance(run, RunData):
@@ -175,7 +188,7 @@ def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst
         "triage_gold": gold_agreement(run, "crisis-triage", GOLD_FIELDS["crisis-triage"]),
         "human_agreement": agreement,
         "self_consistency": self_consistency(run, n_boot=n_boot),
-        "ungrounded": ungrounded_rates(run),
+        UNGROUNDED_JUDGMENTS: ungrounded_judgments(run),
         "flags": flag_counts(run),
         "worst_cases": worst_frame(worst),
     }
