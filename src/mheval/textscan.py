@@ -24,7 +24,7 @@ try:  # the parser behind `re`; its shape is stable since 3.11 but private, henc
     from re import _constants as _c
     from re import _parser as _p
 except ImportError:  # pragma: no cover - other Pythons search every text
-    _c = _p = None  # type: ignore[assignment]
+    _c = _p = None
 
 _TURKISH_I = str.maketrans({"\u0130": "i", "\u0131": "i"})
 

@@ -143,6 +143,6 @@ def parse_model_spec(text: str, *, api_key_env: str | object | None = _UNSET) ->
     if api_key_env is not _UNSET:
         if api_key_env is not None and not (isinstance(api_key_env, str) and _ENV_NAME.match(api_key_env)):
             raise InputError(f"api_key_env {api_key_env!r} is not an environment variable name")
-        key_env = api_key_env  # type: ignore[assignment]
+        key_env = api_key_env
         key_required = key_required and api_key_env is not None
     return ModelSpec(provider=provider, model=model, base_url=base_url, api_key_env=key_env, key_required=key_required)

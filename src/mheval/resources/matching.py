@@ -256,19 +256,19 @@ def find_lines(text: str, lines: CrisisLines | None = None) -> tuple[list[tuple[
             found.extend(pattern.owners)
             work = _mask(work, m.start(), m.end())
     lowered = fold(work)
-    for pattern in index.names:
-        if pattern.first is not None and pattern.first not in lowered:
+    for name_pattern in index.names:
+        if name_pattern.first is not None and name_pattern.first not in lowered:
             continue
-        for m in list(pattern.regex.finditer(work)):
-            found.extend(pattern.owners)
+        for m in list(name_pattern.regex.finditer(work)):
+            found.extend(name_pattern.owners)
             work = _mask(work, m.start(), m.end())
     generic = _generic_cues(work)
     lowered = fold(work)
-    for pattern in index.international:
-        name = pattern.owners[0][0]
-        if name in generic or (pattern.first is not None and pattern.first not in lowered):
+    for line_pattern in index.international:
+        name = line_pattern.owners[0][0]
+        if name in generic or (line_pattern.first is not None and line_pattern.first not in lowered):
             continue
-        if pattern.regex.search(work):
+        if line_pattern.regex.search(work):
             generic.append(name)
     unlisted = []
     for m in _PHONE_LIKE.finditer(work):

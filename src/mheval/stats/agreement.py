@@ -411,8 +411,8 @@ def combine_pairs(
         else:
             est, reps = stat.estimate(n_boot, seed, confidence)
             if est.value is None:
-                note = (notes or {}).get((a, b)) or stat.undefined_note or "undefined on these ratings"
-                est = undefined(stat.method, note, stat.n)
+                why = (notes or {}).get((a, b)) or stat.undefined_note or "undefined on these ratings"
+                est = undefined(stat.method, why, stat.n)
         pairs.append(PairEstimate(a, b, est))
         if est.value is not None:
             point_vals.append(est.value)
@@ -424,7 +424,8 @@ def combine_pairs(
     else:
         left_out = len(pairs) - len(point_vals)
         note = f"{left_out} undefined pair(s) left out" if left_out else None
-        lo = hi = None
+        lo: float | None = None
+        hi: float | None = None
         if n_boot and reps_list and len(reps_list) == len(point_vals):
             lo, hi, bad = percentile_ci(np.mean(reps_list, axis=0), confidence)
             method += f"; {int(confidence * 100)}% percentile bootstrap over items, B={n_boot}"

@@ -31,7 +31,7 @@ from mheval.stats.intervals import (
 )
 
 
-def paired(x: Sequence[Any], y: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+def paired(x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The complete pairs of ``x`` and ``y`` as float arrays."""
     xa, ya = numeric_vector(x, "x"), numeric_vector(y, "y")
     if xa.shape != ya.shape:
@@ -206,7 +206,9 @@ def within(
     return Estimate(est.value, est.ci_low, est.ci_high, est.n, method)
 
 
-def bias(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+def bias(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, *, confidence: float = DEFAULT_CONFIDENCE
+) -> Estimate:
     """Mean difference x - y (judge minus human) with a Student-t interval; ``p_value`` tests zero."""
     xs, ys = paired(x, y)
     est = t_mean_ci(xs - ys, confidence)
