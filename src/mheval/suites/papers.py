@@ -166,7 +166,7 @@ def read_dialogue_safety(path: Path) -> Loaded:
                     choices=[f"{i}={name}" for i, name in enumerate(SAFETY_LABELS)],
                 )
             metadata["gold_safety_label"] = SAFETY_LABELS[label]
-        turns = [Turn(role=role, content=body) for role, body in segments]  # type: ignore[arg-type]
+        turns = [Turn(role=role, content=body) for role, body in segments]
         cases.append(
             _case(
                 path,

@@ -75,6 +75,6 @@ def _response(row: dict[str, Any], path: Path, line: int) -> Response:
         return Response(**{k: v for k, v in row.items() if k in Response.model_fields})
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(map(str, err.get("loc", ()))) or None
+        where = ".".join(map(str, err.get("loc", ()))) or None
         message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
-        raise InputError(message, path=path, line=line, field=field) from None
+        raise InputError(message, path=path, line=line, field=where) from None
