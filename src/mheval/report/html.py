@@ -60,7 +60,7 @@ def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
     from mheval.engine.export import csv_text, frame_for_parquet
 
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
     for name, frame in tables.frames.items():
         paths = (folder / f"{name}.csv", folder / f"{name}.parquet")
         if frame.empty:
@@ -337,7 +337,12 @@ def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str)
 
 
 def _figures(t: ReportTables) -> list[dict[str, str]]:
-    out = []
+    out: list[dict[str, str]] = []
+
+    def add(key: str, uri: str | None, alt: str) -> None:
+        if uri:  # a figure with nothing to draw is left out
+            out.append({"key": key, "uri": uri, "alt": alt})
+
     appr = _row_label(t.frame("appropriateness_by_category"))
     if not appr.empty:
         uri = figures.heatmap(
@@ -349,13 +354,7 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
             cmap="RdYlGn",
             row_label="row",
         )
-        out.append(
-            {
-                "key": "appropriateness",
-                "uri": uri,
-                "alt": "Heatmap of mean appropriateness per model and crisis category",
-            }
-        )
+        add("appropriateness", uri, "Heatmap of mean appropriateness per model and crisis category")
         uri = figures.heatmap(
             appr.assign(harmful=appr["harmful_rate"]),
             "harmful",
@@ -366,7 +365,7 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
             fmt="{:.0%}",
             row_label="row",
         )
-        out.append({"key": "harmful", "uri": uri, "alt": "Heatmap of harmful-reply rates per model and category"})
+        add("harmful", uri, "Heatmap of harmful-reply rates per model and category")
     psy = _row_label(t.frame("psycrisis_by_category"))
     if not psy.empty:
         uri = figures.heatmap(
@@ -378,9 +377,7 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
             cmap="RdYlGn",
             row_label="row",
         )
-        out.append(
-            {"key": "psycrisis_category", "uri": uri, "alt": "Heatmap of PsyCrisis totals per model and category"}
-        )
+        add("psycrisis_category", uri, "Heatmap of PsyCrisis totals per model and category")
     dims = _row_label(t.frame("psycrisis_dimensions"))
     if not dims.empty:
         rates = dims[dims["dimension"] != "total"]
@@ -394,7 +391,7 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
             xlabel="share of replies",
             group="row",
         )
-        out.append({"key": "psycrisis_dimensions", "uri": uri, "alt": "Bars of PsyCrisis dimension rates"})
+        add("psycrisis_dimensions", uri, "Bars of PsyCrisis dimension rates")
     ma = _row_label(t.frame("mentalalign_profile"))
     if not ma.empty:
         uri = figures.interval_bars(
@@ -407,8 +404,8 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
             xlabel="mean score (1–5)",
             group="row",
         )
-        out.append({"key": "mentalalign", "uri": uri, "alt": "Bars of MentalAlign attribute means"})
-    return [x for x in out if x["uri"]]
+        add("mentalalign", uri, "Bars of MentalAlign attribute means")
+    return out
 
 
 def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTables | None = None) -> str:

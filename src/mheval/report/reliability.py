@@ -83,7 +83,7 @@ def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple
         path = Path(run.run_dir) / f"human_labels{suffix}"
         if path.is_file():
             sources.append((path.name, load_human_labels(path), rated_responses(path)))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for cid, case in run.cases.items():
         labels = case.metadata.get("human_labels")
         if not isinstance(labels, dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -290,7 +291,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
         scale = 100 if pct else 1
         unit = " pp" if pct else ""
 
-        def v(x: object, scale: float = scale) -> str:
+        def v(x: Any, scale: float = scale) -> str:
             return "–" if f.missing(x) else f"{float(x) * scale:+.2f}" if scale == 1 else f"{float(x) * scale:+.0f}"
 
         model = r["model_a"] if r["model_a"] == r["model_b"] else f"{r['model_a']} -> {r['model_b']}"
