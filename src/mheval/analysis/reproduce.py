@@ -257,7 +257,8 @@ def reproduce_mentalalign(
         attrs: dict[str, Any] = {}
         clean_attrs: dict[str, Any] = {}
         for ai, attr in enumerate(ATTRIBUTES):
-            entry, clean_entry = {}, {}
+            entry: dict[str, Any] = {}
+            clean_entry: dict[str, Any] = {}
             for variant, hsrc, target in (("published", human, entry), ("clean", clean_human, clean_entry)):
                 means, counts = [], {}
                 for s in sources:
@@ -420,7 +421,7 @@ def reproduce_help_harm(data_dir: str | Path, *, n_boot: int = 1000, seed: int =
 
 def _majority(runs: list[list[str | None]]) -> list[str | None]:
     """Most common label across runs per case; ties go to the earliest run's label among the tied."""
-    out = []
+    out: list[str | None] = []
     for labels in zip(*runs, strict=True):
         present = [v for v in labels if v is not None]
         if not present:
@@ -468,9 +469,10 @@ def _appropriateness(folder: Path, n_boot: int, seed: int) -> dict[str, Any]:
             }
         judges[name] = entry
     runs = [r.get("judge_runs_gpt_4o_mini") for r in rows]
-    if all(isinstance(v, list) and len(v) >= 2 for v in runs):
-        width = min(len(v) for v in runs)
-        mat = np.array([[num(x) for x in v[:width]] for v in runs])
+    lists = [v for v in runs if isinstance(v, list) and len(v) >= 2]
+    if len(lists) == len(runs):  # every case has two or more runs
+        width = min(len(v) for v in lists)
+        mat = np.array([[num(x) for x in v[:width]] for v in lists])
         judges.setdefault("gpt-4o-mini", {})["run_to_run_icc_a1"] = icc(mat, "A,1").to_dict()
     return {"humans": human, "judges": judges}
 
@@ -517,27 +519,29 @@ def reproduce_paper(paper: str, data_dir: str | Path) -> dict[str, Any]:
 def reproduction_table(paper: str, result: dict[str, Any]) -> pd.DataFrame:
     """The headline table of a reproduction, one row per figure, for the terminal and CSV."""
     if paper == "help-harm":
-        return pd.DataFrame(result["comparison"], columns=["figure", "ours", "published", "difference",
-                                                           "published_on"])
+        return pd.DataFrame(result["comparison"], columns=["figure", "ours", "published", "difference", "published_on"])
     rows = []
     for judge, block in result["judges"].items():
         for attribute, fig in block["attributes"].items():
             c1, a1 = fig["icc_c1"], fig["icc_a1"]
             published = fig.get("published") or {}
-            rows.append({
-                "judge": judge,
-                "attribute": attribute,
-                "ICC(C,1)": c1["value"],
-                "C,1 95% CI": f"{c1['ci_low']:.3f}-{c1['ci_high']:.3f}",
-                "C,1 width": c1["width"],
-                "C,1 verdict": c1["verdict"],
-                "ICC(A,1)": a1["value"],
-                "A,1 95% CI": f"{a1['ci_low']:.3f}-{a1['ci_high']:.3f}",
-                "A,1 width": a1["width"],
-                "A,1 verdict": a1["verdict"],
-                "published C,1 / A,1": (f"{published['icc_c1']:.3f} / {published['icc_a1']:.3f}"
-                                        if published else ""),
-            })
+            rows.append(
+                {
+                    "judge": judge,
+                    "attribute": attribute,
+                    "ICC(C,1)": c1["value"],
+                    "C,1 95% CI": f"{c1['ci_low']:.3f}-{c1['ci_high']:.3f}",
+                    "C,1 width": c1["width"],
+                    "C,1 verdict": c1["verdict"],
+                    "ICC(A,1)": a1["value"],
+                    "A,1 95% CI": f"{a1['ci_low']:.3f}-{a1['ci_high']:.3f}",
+                    "A,1 width": a1["width"],
+                    "A,1 verdict": a1["verdict"],
+                    "published C,1 / A,1": (
+                        f"{published['icc_c1']:.3f} / {published['icc_a1']:.3f}" if published else ""
+                    ),
+                }
+            )
     return pd.DataFrame(rows)
 
 

@@ -140,8 +140,8 @@ def _kappa_note(codes_a: np.ndarray, codes_b: np.ndarray) -> str:
 
 
 def cohen_kappa(
-    a: Sequence[Any],
-    b: Sequence[Any],
+    a: Sequence[Any] | np.ndarray,
+    b: Sequence[Any] | np.ndarray,
     weights: Weights = None,
     labels: Sequence[Any] | None = None,
     *,

@@ -50,7 +50,9 @@ def _pearson_r(x: np.ndarray, y: np.ndarray) -> float:
     return max(-1.0, min(1.0, r))
 
 
-def _correlation(x: Sequence[Any], y: Sequence[Any], name: str, confidence: float) -> Estimate:
+def _correlation(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, name: str, confidence: float
+) -> Estimate:
     xs, ys = paired(x, y)
     n = int(xs.size)
     spearman = name == "spearman"
@@ -79,12 +81,16 @@ def _correlation(x: Sequence[Any], y: Sequence[Any], name: str, confidence: floa
     return Estimate(r, math.tanh(z - half), math.tanh(z + half), n, method, p_value=p)
 
 
-def pearson(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+def pearson(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, *, confidence: float = DEFAULT_CONFIDENCE
+) -> Estimate:
     """Pearson correlation with a Fisher z interval (as scipy's ``pearsonr(...).confidence_interval()``)."""
     return _correlation(x, y, "pearson", confidence)
 
 
-def spearman(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+def spearman(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, *, confidence: float = DEFAULT_CONFIDENCE
+) -> Estimate:
     """Spearman correlation (Pearson on average ranks) with a Fisher z interval.
 
     The standard error uses Bonett & Wright's (2000) variance (1 + rho^2/2)/(n - 3), which holds its
@@ -94,7 +100,9 @@ def spearman(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_
     return _correlation(x, y, "spearman", confidence)
 
 
-def lin_ccc(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
+def lin_ccc(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, *, confidence: float = DEFAULT_CONFIDENCE
+) -> Estimate:
     """Lin's concordance correlation coefficient with Lin's (1989, 2000) z-transform interval.
 
     Moments use 1/n (Lin's definition): rho_c = 2 s_xy / (s_x^2 + s_y^2 + (mean_x - mean_y)^2).
@@ -133,7 +141,9 @@ def lin_ccc(x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_C
 # --------------------------------------------------------------------------- errors and bias
 
 
-def diff_sumstat(x: Sequence[Any], y: Sequence[Any], kind: str, tolerance: float = 1.0) -> SumStat:
+def diff_sumstat(
+    x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, kind: str, tolerance: float = 1.0
+) -> SumStat:
     """mae / rmse / bias / within as statistics of per-item sums (zeros where a pair is missing)."""
     xa, ya = numeric_vector(x, "x"), numeric_vector(y, "y")
     if xa.shape != ya.shape:
@@ -171,8 +181,8 @@ def _boot_error(x, y, kind, n_boot, seed, confidence) -> Estimate:
 
 
 def mae(
-    x: Sequence[Any],
-    y: Sequence[Any],
+    x: Sequence[Any] | np.ndarray,
+    y: Sequence[Any] | np.ndarray,
     *,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int | None = DEFAULT_SEED,
@@ -183,8 +193,8 @@ def mae(
 
 
 def rmse(
-    x: Sequence[Any],
-    y: Sequence[Any],
+    x: Sequence[Any] | np.ndarray,
+    y: Sequence[Any] | np.ndarray,
     *,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int | None = DEFAULT_SEED,
@@ -195,7 +205,11 @@ def rmse(
 
 
 def within(
-    x: Sequence[Any], y: Sequence[Any], tolerance: float = 1.0, *, confidence: float = DEFAULT_CONFIDENCE
+    x: Sequence[Any] | np.ndarray,
+    y: Sequence[Any] | np.ndarray,
+    tolerance: float = 1.0,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> Estimate:
     """Share of pairs with |x - y| <= tolerance (the "within-1 rate"), Wilson interval."""
     xs, ys = paired(x, y)
@@ -238,7 +252,11 @@ class BlandAltman:
 
 
 def bland_altman(
-    x: Sequence[Any], y: Sequence[Any], *, confidence: float = DEFAULT_CONFIDENCE, limit_z: float = 1.96
+    x: Sequence[Any] | np.ndarray,
+    y: Sequence[Any] | np.ndarray,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    limit_z: float = 1.96,
 ) -> BlandAltman:
     """Limits of agreement bias +/- limit_z * sd of (x - y), each with the Bland & Altman (1999)
     approximate interval: limit +/- t * sqrt(3 sd^2 / n). Fewer than two pairs: limits undefined."""
