@@ -25,11 +25,10 @@ from mheval.report.metrics import ALL
 from mheval.report.overview import facts, injection_note
 from mheval.report.tables import (
     UNGROUNDED_CLAIMS,
-    UNGROUNDED_CLAIMS_DEFINITION,
     UNGROUNDED_JUDGMENTS,
-    UNGROUNDED_JUDGMENTS_DEFINITION,
     ReportTables,
     report_tables,
+    ungrounded_definition,
 )
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -98,6 +97,16 @@ def _row_label(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _is_all(row: dict[str, Any]) -> bool:
     return row.get("category") == ALL
+
+
+def _usage_columns() -> list[f.Column]:
+    """Tokens, cost and time: the same columns for the models' calls and the judges'."""
+    return [
+        f.col("prompt_tokens", "prompt tokens", f.num),
+        f.col("completion_tokens", "completion tokens", f.num),
+        f.col("cost_usd", "cost", f.money),
+        f.col("latency_s", "time (sum of latencies)", f.seconds),
+    ]
 
 
 def _sections(t: ReportTables) -> dict[str, Any]:
@@ -235,9 +244,11 @@ def _sections(t: ReportTables) -> dict[str, Any]:
                     UNGROUNDED_JUDGMENTS,
                     f"{UNGROUNDED_JUDGMENTS} [95% CI]",
                     n_key="judgments",
-                    title=UNGROUNDED_JUDGMENTS_DEFINITION,
+                    title=ungrounded_definition(UNGROUNDED_JUDGMENTS),
                 ),
-                f.rate(UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS, n_key="claims", title=UNGROUNDED_CLAIMS_DEFINITION),
+                f.rate(
+                    UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS, n_key="claims", title=ungrounded_definition(UNGROUNDED_CLAIMS)
+                ),
             ],
         ),
         "flags": f.display(
@@ -256,10 +267,7 @@ def _sections(t: ReportTables) -> dict[str, Any]:
                 f.col("responses", "responses", f.num),
                 f.col("failed", "failed calls", f.num),
                 f.col("cached", "from cache", f.num),
-                f.col("prompt_tokens", "prompt tokens", f.num),
-                f.col("completion_tokens", "completion tokens", f.num),
-                f.col("cost_usd", "cost", f.money),
-                f.col("latency_s", "time (sum of latencies)", f.seconds),
+                *_usage_columns(),
             ],
         ),
         "judges": f.display(
@@ -271,10 +279,7 @@ def _sections(t: ReportTables) -> dict[str, Any]:
                 f.col("scored", "scored", f.num),
                 f.col("unscored", "unscored", f.num),
                 f.col("repeats", "repeats", f.num),
-                f.col("prompt_tokens", "prompt tokens", f.num),
-                f.col("completion_tokens", "completion tokens", f.num),
-                f.col("cost_usd", "cost", f.money),
-                f.col("latency_s", "time (sum of latencies)", f.seconds),
+                *_usage_columns(),
             ],
         ),
         "unscored": f.display(
@@ -430,7 +435,10 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
         "worst": t.worst,
         "protocols": t.run.protocols,
         "has_repeats": any(j.repeat > 0 for j in t.run.judgments),
-        "ungrounded_definitions": [UNGROUNDED_JUDGMENTS_DEFINITION, UNGROUNDED_CLAIMS_DEFINITION],
+        "ungrounded_definitions": [
+            ungrounded_definition(UNGROUNDED_JUDGMENTS),
+            ungrounded_definition(UNGROUNDED_CLAIMS),
+        ],
         "cjk_families": figures.CJK_FAMILIES,
     }
     html = _environment().get_template("report.html.j2").render(**context)

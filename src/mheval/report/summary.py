@@ -17,12 +17,11 @@ from mheval.report import formatting as f
 from mheval.report.metrics import ALL
 from mheval.report.rundata import label_name
 from mheval.report.tables import (
-    UNGROUNDED_CLAIMS,
-    UNGROUNDED_CLAIMS_DEFINITION,
+    UNGROUNDED_DEFINITIONS,
     UNGROUNDED_JUDGMENTS,
-    UNGROUNDED_JUDGMENTS_DEFINITION,
     ReportTables,
     report_tables,
+    ungrounded_definition,
 )
 
 CONTENT_LINE = (
@@ -258,14 +257,11 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
             ),
         ]
     ungrounded = t.frame(UNGROUNDED_JUDGMENTS)
-    for name, definition in (
-        (UNGROUNDED_JUDGMENTS, UNGROUNDED_JUDGMENTS_DEFINITION),
-        (UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS_DEFINITION),
-    ):
+    for name in UNGROUNDED_DEFINITIONS:
         found = [r for r in ungrounded.to_dict("records") if not f.missing(r.get(f"{name}_n")) and r[f"{name}_n"]]
         if found:
             rates = "; ".join(f"{r['judge']}/{r['protocol']} {f.pct(r[f'{name}_rate'])}" for r in found)
-            out += [f"{name.capitalize().replace('_', ' ')}: {rates}", f"  ({definition})"]
+            out += [f"{name.capitalize().replace('_', ' ')}: {rates}", f"  ({ungrounded_definition(name)})"]
     agreement = t.frame("human_agreement")
     if not agreement.empty:
         judges = agreement[agreement["kind"] == "judge"]

@@ -21,17 +21,21 @@ if TYPE_CHECKING:
 # summary printed after every run stays quick to import.
 DEFAULT_WORST = 10
 
-# The two "ungrounded" measures, under distinct names wherever they show, each with its definition.
+# The two "ungrounded" measures, under distinct names wherever they show, each with its one-line definition.
 # The claim rate is judges.grounding.ungrounded_rate; the judgment share report.reliability.is_ungrounded.
-UNGROUNDED_CLAIMS = "ungrounded_claims"
-UNGROUNDED_CLAIMS_DEFINITION = (
-    "ungrounded_claims: positive claims whose quoted evidence is not in the text judged, of the positive claims "
-    "whose grounding was checked"
-)
 UNGROUNDED_JUDGMENTS = "ungrounded_judgments"
-UNGROUNDED_JUDGMENTS_DEFINITION = (
-    "ungrounded_judgments: judgments unscored as ungrounded or flagged ungrounded, of all judgments"
-)
+UNGROUNDED_CLAIMS = "ungrounded_claims"
+UNGROUNDED_DEFINITIONS = {
+    UNGROUNDED_JUDGMENTS: "judgments unscored as ungrounded or flagged ungrounded, of all judgments",
+    UNGROUNDED_CLAIMS: "positive claims whose quoted evidence is not in the text judged, of the positive claims "
+    "whose grounding was checked",
+}
+
+
+def ungrounded_definition(name: str) -> str:
+    """`name: what it counts`, as shown under a table."""
+    return f"{name}: {UNGROUNDED_DEFINITIONS[name]}"
+
 
 # Where a case keeps the gold label that a label protocol's verdict is compared with.
 GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_label"}
@@ -40,7 +44,7 @@ GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_
 def summary_frame(store: Store) -> pd.DataFrame:
     """One row per protocol x model x judge: counts, unscored reasons, ungrounded claims and the headline number.
 
-    ``ungrounded_claims`` is "k/n (rate)" per UNGROUNDED_CLAIMS_DEFINITION, empty where grounding was not checked.
+    ``ungrounded_claims`` is "k/n (rate)" (see UNGROUNDED_DEFINITIONS), empty where grounding was not checked.
 
     Judgments are read under the run's injection policy (engine/export.counted_judgments): under
     "exclude" the flagged ones are not counted at all (the headline says how many were left out);
