@@ -21,23 +21,45 @@ from mheval.records import Judgment, Usage
 MA_DIMS = ("guidance", "informativeness", "relevance", "safety", "empathy", "helpfulness", "understanding")
 
 
-def label(judge: str, value: str | None, *, case: str = "c1", repeat: int = 0, reason: str = "parse_failure"
-          ) -> Judgment:
+def label(
+    judge: str, value: str | None, *, case: str = "c1", repeat: int = 0, reason: str = "parse_failure"
+) -> Judgment:
     if value is None:
         return Judgment.unscored(reason, "x", case_id=case, protocol="crisis-triage", judge=judge, repeat=repeat)
-    return Judgment(case_id=case, protocol="crisis-triage", judge=judge, label=value, repeat=repeat,
-                    usage=Usage(prompt_tokens=10, completion_tokens=2))
+    return Judgment(
+        case_id=case,
+        protocol="crisis-triage",
+        judge=judge,
+        label=value,
+        repeat=repeat,
+        usage=Usage(prompt_tokens=10, completion_tokens=2),
+    )
 
 
 def ma(judge: str, values: list[int], *, repeat: int = 0) -> Judgment:
-    return Judgment(case_id="c1", protocol="mentalalign", judge=judge, model="m", sample=0, repeat=repeat,
-                    scores={d: float(v) for d, v in zip(MA_DIMS, values, strict=True)})
+    return Judgment(
+        case_id="c1",
+        protocol="mentalalign",
+        judge=judge,
+        model="m",
+        sample=0,
+        repeat=repeat,
+        scores={d: float(v) for d, v in zip(MA_DIMS, values, strict=True)},
+    )
 
 
 def psy(judge: str, values: list[int], *, repeat: int = 0, case: str = "c1") -> Judgment:
     dims = ("empathy_collaboration", "emotion_regulation", "explore_concerns", "risk_assessment", "external_support")
-    return Judgment(case_id=case, protocol="psycrisis", judge=judge, model="m", sample=0, repeat=repeat,
-                    scores={d: float(v) for d, v in zip(dims, values, strict=True)}, total=float(sum(values)))
+    return Judgment(
+        case_id=case,
+        protocol="psycrisis",
+        judge=judge,
+        model="m",
+        sample=0,
+        repeat=repeat,
+        scores={d: float(v) for d, v in zip(dims, values, strict=True)},
+        total=float(sum(values)),
+    )
 
 
 def test_label_majority_and_cautious_tie() -> None:
@@ -58,7 +80,7 @@ def test_unscored_members_are_left_out_and_counted() -> None:
     assert "b (unscored: parse_failure)" in (p.rationale or "")
     none = aggregate_panel([label("a", None), label("b", None, reason="provider_error"), label("c", None)])
     assert none.status == "unscored" and none.label is None
-    assert none.reason_text.startswith("parse_failure: all 3 panel members unscored")
+    assert (none.reason_text or "").startswith("parse_failure: all 3 panel members unscored")
 
 
 def test_score_methods_and_aggregates() -> None:
@@ -73,8 +95,13 @@ def test_score_methods_and_aggregates() -> None:
     med = aggregate_panel(members[:2], "median")
     assert med.scores["guidance"] == 4.5 and med.scores["understanding"] == 4.5  # even count: mean of middle two
     psy_panel = aggregate_panel([psy("a", [1, 0, 1, 0, 1]), psy("b", [1, 1, 0, 0, 1])], "majority")
-    assert psy_panel.scores == {"empathy_collaboration": 1, "emotion_regulation": 0, "explore_concerns": 0,
-                                "risk_assessment": 0, "external_support": 1}  # binary ties count as not met
+    assert psy_panel.scores == {
+        "empathy_collaboration": 1,
+        "emotion_regulation": 0,
+        "explore_concerns": 0,
+        "risk_assessment": 0,
+        "external_support": 1,
+    }  # binary ties count as not met
     assert psy_panel.total == 2
 
 
@@ -90,19 +117,32 @@ def test_panel_refuses_what_it_cannot_mean() -> None:
 
 
 def test_build_panels_per_unit_and_repeat() -> None:
-    judgments = [label("a", "no_crisis", repeat=0), label("b", "self-harm", repeat=0),
-                 label("a", "self-harm", repeat=1), label("b", "self-harm", repeat=1),
-                 label("a", "no_crisis", case="solo"), ma("a", [3] * 7), ma("b", [5] * 7)]
+    judgments = [
+        label("a", "no_crisis", repeat=0),
+        label("b", "self-harm", repeat=0),
+        label("a", "self-harm", repeat=1),
+        label("b", "self-harm", repeat=1),
+        label("a", "no_crisis", case="solo"),
+        ma("a", [3] * 7),
+        ma("b", [5] * 7),
+    ]
     panels = build_panels(judgments, ["majority", "mean"])
     keys = sorted((p.case_id, p.protocol, p.judge, p.repeat) for p in panels)
-    assert keys == [("c1", "crisis-triage", "panel:majority", 0), ("c1", "crisis-triage", "panel:majority", 1),
-                    ("c1", "mentalalign", "panel:majority", 0), ("c1", "mentalalign", "panel:mean", 0)]
+    assert keys == [
+        ("c1", "crisis-triage", "panel:majority", 0),
+        ("c1", "crisis-triage", "panel:majority", 1),
+        ("c1", "mentalalign", "panel:majority", 0),
+        ("c1", "mentalalign", "panel:mean", 0),
+    ]
     assert build_panels([*judgments, *panels], ["majority"], judges=["a"]) == []  # one judge is no panel
 
 
 def test_self_consistency_per_item() -> None:
-    reps = [psy("j", [1, 0, 1, 0, 1], repeat=0), psy("j", [1, 1, 1, 0, 1], repeat=1),
-            psy("j", [1, 0, 1, 0, 0], repeat=2)]
+    reps = [
+        psy("j", [1, 0, 1, 0, 1], repeat=0),
+        psy("j", [1, 1, 1, 0, 1], repeat=1),
+        psy("j", [1, 0, 1, 0, 0], repeat=2),
+    ]
     labels = [label("j", "no_crisis", repeat=0), label("j", "no_crisis", repeat=1), label("j", None, repeat=2)]
     frame = self_consistency(reps + labels)
     row = frame[(frame.protocol == "psycrisis") & (frame.dimension == "emotion_regulation")].iloc[0]
@@ -160,3 +200,22 @@ def test_model_families() -> None:
     assert model_families("mentalalign/ds_llama") == {"deepseek", "meta"}
     assert model_families("local/smollm2") == {"huggingface"}
     assert model_families("vllm/judge@http://x") == frozenset()
+
+
+def test_self_consistency_summary_icc_for_scores_matches_pingouin() -> None:
+    import pandas as pd
+    import pingouin as pg
+
+    rng = np.random.default_rng(1)
+    truth = rng.integers(1, 6, 15)
+    scores = np.clip(truth[:, None] + rng.integers(-1, 2, size=(15, 2)), 1, 5)
+    judgments = [
+        ma("j", [int(scores[i, r])] * 7, repeat=r).model_copy(update={"case_id": f"c{i}"})
+        for i in range(15)
+        for r in range(2)
+    ]
+    row = self_consistency_summary(judgments).set_index("dimension").loc["safety"]
+    long = pd.DataFrame([(i, r, float(scores[i, r])) for i in range(15) for r in range(2)], columns=["u", "r", "s"])
+    ref = pg.intraclass_corr(long, targets="u", raters="r", ratings="s").set_index("Type").loc["ICC(A,1)", "ICC"]
+    assert row["icc_a1"] == pytest.approx(ref) and math.isnan(row["fleiss_kappa"])
+    assert row["all_agree"] == pytest.approx(np.mean(scores[:, 0] == scores[:, 1]))

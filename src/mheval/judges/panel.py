@@ -296,7 +296,7 @@ def self_consistency_summary(judgments: Sequence[Judgment], *, n_boot: int = 0) 
     mean agreement, share where every repeat agrees, and Fleiss' kappa over repeats for labels and binary
     dimensions or ICC(A,1) for other numbers (`mheval.stats.consistency.repeat_consistency`)."""
     rows = []
-    for (protocol, judge, dim), matrix in sorted(_repeat_matrices(judgments).items()):
+    for (protocol, judge, dim), matrix in sorted(_repeat_matrices(judgments).items(), key=lambda kv: kv[0]):
         cells = matrix.to_numpy(dtype=object)
         categorical = dim == "label" or set(cells[~is_missing(cells)]) <= {0.0, 1.0}
         c = repeat_consistency(matrix, categorical=categorical, n_boot=n_boot)
