@@ -231,4 +231,6 @@ def test_a_rebuild_is_byte_identical(tmp_path: Path) -> None:
     build(SHARED_DATA, second, only=["appropriateness"])
     for name in ("appropriateness.npz", "figures.json"):
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+    # and it is the file that ships (rebuilt by the documented command)
+    assert (first / "appropriateness.npz").read_bytes() == (WEIGHTS_DIR / "appropriateness.npz").read_bytes()
     assert "across_folds" in figures["appropriateness"]["cv_vs_mean"]
