@@ -135,12 +135,13 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
 
 def _print_summary(run_dir: Path) -> None:
-    from mheval.engine.store import Store
-    from mheval.report.tables import summary_frame
+    from mheval.api import open_run
+    from mheval.report.tables import UNGROUNDED_CLAIMS, ungrounded_definition
 
-    with Store.open_existing(run_dir) as store:
-        frame = summary_frame(store)
+    frame = open_run(run_dir).summary
     _print_frame(frame, f"mheval summary: {run_dir}", "table")
+    if frame[UNGROUNDED_CLAIMS].astype(bool).any():
+        err.print(ungrounded_definition(UNGROUNDED_CLAIMS), highlight=False, markup=False)
 
 
 # -- pipeline commands ----------------------------------------------------------------------------
