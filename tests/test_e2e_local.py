@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mheval.engine.store import Store
 from mheval.models.local import local_extra_installed
+from mheval.runfolder.store import Store
 
 pytestmark = pytest.mark.llama
 
@@ -167,3 +167,34 @@ def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_
     assert len(keys) == len(set(keys)) == 10 and all(r.text for r in responses)
     kept = {(r.case_id, r.model, r.sample): r.text for r in responses}
     assert all(kept[k] == text for k, text in before.items())  # finished work is not redone
+
+
+def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal signals the whole process group: mheval and the server both."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mheval", "run", "--limit", "10", "--max-tokens", "96", "--out", str(tmp_path / "r")],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job has
+    )
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and not kids:
+            kids = [k for k in children(proc.pid) if listening_ports(k)]
+            time.sleep(0.1)
+        assert kids, "the embedded server never listened"
+        time.sleep(1.0)  # generating now
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=8)  # stopping the server takes no 10 s kill timeout
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{k}").exists() for k in kids), "server process left after Ctrl-C"

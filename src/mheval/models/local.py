@@ -245,7 +245,10 @@ def take_generation_stats() -> list[GenerationStats]:
 # pipe or dies in any way, SIGKILL included: the kernel closes a dead process's descriptors, so the
 # server cannot outlive mheval as an orphan.
 _CHILD_CODE = """
-import json, os, sys, threading
+import json, os, signal, sys, threading
+# Ctrl-C reaches the whole terminal's process group: mheval handles it and stops this process; left to
+# itself, this interpreter would run xllamacpp's destructor on the way out, which can hang.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 config = json.loads(sys.argv[1])
 def watchdog():
     while sys.stdin.buffer.read(65536):
