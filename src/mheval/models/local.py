@@ -1,4 +1,4 @@
-"""The embedded target `local/...`: llama.cpp's OpenAI-compatible server, run inside this process.
+"""The embedded target `local/...`: llama.cpp's OpenAI-compatible server, run by mheval on loopback.
 
 The server is the prebuilt `xllamacpp` wheel (llama.cpp's C++ server behind a Cython binding): no
 compiler, no source build. It runs in a child process, listens on a free loopback port, generates on
