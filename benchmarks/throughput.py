@@ -66,7 +66,7 @@ class StageClock:
 def mheval_worker(url: str, n: int, concurrency: int) -> dict[str, Any]:
     from mheval.config import RunConfig
     from mheval.engine.runner import run
-    from mheval.engine.store import Store
+    from mheval.runfolder.store import Store
 
     with tempfile.TemporaryDirectory(prefix="mheval-bench-") as tmp:
         suite = write_answered_suite(Path(tmp) / "suite.jsonl", n)

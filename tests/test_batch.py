@@ -21,8 +21,8 @@ from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.batch import BATCH_PRICE_FACTOR
 from mheval.engine.runner import execute, plan_run, run
-from mheval.engine.store import Store
 from mheval.models.context import RunContext
+from mheval.runfolder.store import Store
 from test_pipeline import REPLY, judge_answer
 
 PRICES = {"vllm/judge": {"input": 2.0, "output": 8.0}, "vllm/target": {"input": 1.0, "output": 4.0}}

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from mheval.engine.store import Store
+from mheval.runfolder.store import Store
 from mheval.suites import load_suite
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from mheval.engine.store import Store
 from mheval.records import Case, Judgment, Response, Turn
 from mheval.report.compare import compare_runs
 from mheval.report.metrics import ALL
 from mheval.report.summary import format_comparison
+from mheval.runfolder.store import Store
 from mheval.stats.intervals import bootstrap_mean_ci
 
 LABELS = [

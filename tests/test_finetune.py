@@ -21,7 +21,6 @@ import pytest
 
 from mheval.config import RunConfig
 from mheval.engine.runner import plan_run
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.judges.offline.features import Item
 from mheval.judges.offline.finetuned import (
@@ -32,6 +31,7 @@ from mheval.judges.offline.finetuned import (
     read_meta,
 )
 from mheval.records import Case, Response, Turn
+from mheval.runfolder.store import Store
 from mheval.training.finetune import class_weights, finetune_judge
 
 if os.environ.get("CI"):  # CI installs the test extra, which has both: a missing one fails here instead of skipping

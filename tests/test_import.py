@@ -10,8 +10,8 @@ import openpyxl
 import pytest
 
 from mheval.analysis.importer import import_published
-from mheval.engine.store import Store
 from mheval.errors import InputError
+from mheval.runfolder.store import Store
 from mheval.suites import load_suite
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -14,7 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, respond
 from mheval.config import RunConfig
 from mheval.engine.runner import run
-from mheval.engine.store import Store
+from mheval.runfolder.store import Store
 
 HONEST_EN = "I'm sorry things feel this heavy. I'm here to listen if you want to say more."
 HONEST_ZH = "听起来你真的很累。我在这里听你说，你愿意多讲一点吗？"

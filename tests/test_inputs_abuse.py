@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mheval.engine.export import export_table
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.fileio import csv_safe
 from mheval.records import CRISIS_LABELS, Case, Response, Turn
+from mheval.runfolder.export import export_table
+from mheval.runfolder.store import Store
 from mheval.suites import load_suite
 from mheval.suites.readers import MAX_DEPTH
 from mheval.suites.responses import read_responses
@@ -459,7 +459,7 @@ def test_any_valid_case_round_trips_through_csv_export(cases: list[Case]) -> Non
     assert [c.model_dump() for c in _export_and_read("csv", cases)] == [c.model_dump() for c in cases]
 
 
-@pytest.mark.xfail(strict=True, reason="engine/export.py writes a lone CR in a raw CSV cell unquoted")
+@pytest.mark.xfail(strict=True, reason="runfolder/export.py writes a lone CR in a raw CSV cell unquoted")
 def test_csv_export_quotes_a_lone_carriage_return() -> None:
     case = Case(id="a\rb", turns=[Turn(role="user", content="hello")])
     assert [c.id for c in _export_and_read("csv", [case])] == ["a\rb"]

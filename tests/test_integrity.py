@@ -20,8 +20,8 @@ import pytest
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.runner import run
-from mheval.engine.store import SCHEMA_VERSION, Store
 from mheval.protocols.spec import DEFS_DIR
+from mheval.runfolder.store import SCHEMA_VERSION, Store
 
 SUPPORTIVE = "That sounds so heavy. Are you safe right now? You can call or text 988 at any time."
 

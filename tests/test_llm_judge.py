@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from fake_openai import FakeOpenAI, reply, respond
-from mheval.engine.store import Store
 from mheval.judges.grounding import ungrounded_rate
 from mheval.judges.llm import LLMJudge
 from mheval.models import OpenAICompatModel, parse_model_spec
 from mheval.protocols import ProtocolSpec, load_protocol
 from mheval.records import Case, Judgment, Response, Turn
+from mheval.runfolder.store import Store
 
 PSY = load_protocol("psycrisis")
 MA = load_protocol("mentalalign")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe
 from mheval.records import Case, Judgment, Response, Turn
+from mheval.runfolder.store import Store
 
 RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "config.yaml", ".mheval.lock", "human_labels.csv")
 

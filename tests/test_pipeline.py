@@ -16,7 +16,7 @@ from pathlib import Path
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.runner import run
-from mheval.engine.store import Store
+from mheval.runfolder.store import Store
 
 REPLY = "That sounds really hard, and I'm glad you told me. Are you safe right now? You can call 988 any time."
 

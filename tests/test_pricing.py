@@ -13,11 +13,11 @@ import pytest
 from fake_openai import FakeOpenAI, reply, respond
 from mheval.config import RunConfig
 from mheval.engine.runner import run
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.models.context import RunContext
 from mheval.models.pricing import PriceTable, cost_of, default_prices, price_status
 from mheval.records import Usage
+from mheval.runfolder.store import Store
 
 MILLION = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000)
 

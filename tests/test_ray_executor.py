@@ -14,8 +14,8 @@ import pytest
 from fake_openai import FakeOpenAI, respond
 from mheval.config import RunConfig
 from mheval.engine.runner import plan_run, run
-from mheval.engine.store import Store
 from mheval.errors import InputError
+from mheval.runfolder.store import Store
 from test_pipeline import judge_answer
 
 if os.environ.get("CI"):

@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.records import Case, Judgment, Response, Turn, Usage
 from mheval.report import figures
@@ -19,6 +18,7 @@ from mheval.report.metrics import ALL
 from mheval.report.rundata import load_run
 from mheval.report.summary import summary_text
 from mheval.report.tables import report_tables, summary_frame
+from mheval.runfolder.store import Store
 from mheval.stats.intervals import bootstrap_mean_ci
 
 Z95 = 1.959963984540054

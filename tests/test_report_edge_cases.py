@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mheval.engine.export import INJECTION_FLAG
-from mheval.engine.store import Store
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response, Turn
 from mheval.report.cases import FULL_CHARS, PREVIEW_CHARS
 from mheval.report.compare import compare_runs
 from mheval.report.html import write_report
 from mheval.report.summary import format_comparison, summary_text
 from mheval.report.tables import summary_frame
+from mheval.runfolder.export import INJECTION_FLAG
+from mheval.runfolder.store import Store
 
 PSY_DIMS = ("empathy_collaboration", "emotion_regulation", "explore_concerns", "risk_assessment", "external_support")
 MA_DIMS = ("guidance", "informativeness", "relevance", "safety", "empathy", "helpfulness", "understanding")

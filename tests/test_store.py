@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from mheval.engine.cache import cache_key
-from mheval.engine.export import export_table
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.records import Case, Judgment, Response, Turn
+from mheval.runfolder.export import export_table
+from mheval.runfolder.store import Store
 
 
 def _case(i: int) -> Case:

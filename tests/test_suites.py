@@ -176,8 +176,8 @@ def test_jsonl_lines_end_at_newline_only(tmp_path: Path, separator: str) -> None
 
 
 def test_jsonl_reads_back_its_own_export(tmp_path: Path) -> None:
-    from mheval.engine.export import export_table
-    from mheval.engine.store import Store
+    from mheval.runfolder.export import export_table
+    from mheval.runfolder.store import Store
 
     cases = [
         Case(id="a\u2028b", turns=[{"role": "user", "content": "one\u2028two\x85three"}], metadata={"k": "\u2029"}),  # type: ignore[list-item]

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from mheval.config import STAGES, RunConfig, build_config, load_config
 from mheval.engine.runner import ProgressSink, execute, plan_run, run_coroutine
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.records import Case, Response
+from mheval.runfolder.store import Store
 from mheval.suites import Suite
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class EvalResults:
     provider_errors: int = 0
 
     def _read(self, table: str) -> pd.DataFrame:
-        from mheval.engine.export import table_frame
+        from mheval.runfolder.export import table_frame
 
         with Store.open_existing(self.run_dir) as store:
             return table_frame(store, table)

@@ -281,8 +281,8 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
 ) -> None:
     """Export a run's table (judgments by default) as JSONL, CSV or Parquet."""
-    from mheval.engine.export import export_table
-    from mheval.engine.store import Store
+    from mheval.runfolder.export import export_table
+    from mheval.runfolder.store import Store
 
     with Store.open_existing(run_dir) as store:
         export_table(store, table, format, output, overwrite=overwrite)

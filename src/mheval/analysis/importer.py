@@ -278,7 +278,7 @@ def _merge_case(cases: dict[str, Case], case: Case, file: Path) -> None:
 
 
 def _check_unique(judgments: list[Judgment]) -> None:
-    from mheval.engine.store import judgment_key
+    from mheval.runfolder.store import judgment_key
 
     seen: set[tuple[Any, ...]] = set()
     for j in judgments:
@@ -290,7 +290,7 @@ def _check_unique(judgments: list[Judgment]) -> None:
 
 def _write(run_dir: Path, source: str, files: list[Path], cases: list[Case], judgments: list[Judgment]) -> None:
     """Write into a temporary folder beside `run_dir`, then rename it into place: all or nothing."""
-    from mheval.engine.store import Store
+    from mheval.runfolder.store import Store
 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = run_dir.parent / f".{run_dir.name}.import-{uuid.uuid4().hex[:8]}"

@@ -20,8 +20,8 @@ def load_judgments(
     if run_dir is not None and path is not None:
         raise InputError("give either --run or --judgments, not both", field="judgments")
     if run_dir is not None:
-        from mheval.engine.export import table_frame
-        from mheval.engine.store import Store
+        from mheval.runfolder.export import table_frame
+        from mheval.runfolder.store import Store
 
         with Store.open_existing(run_dir) as store:
             frame = table_frame(store, "judgments", counted=True)

@@ -24,9 +24,9 @@ import json
 from typing import Any
 
 from mheval.engine.cache import call_key
-from mheval.engine.store import Store
 from mheval.models.base import Completion, Message, ModelError
 from mheval.models.openai_compat import OpenAICompatModel, error_message
+from mheval.runfolder.store import Store
 
 BATCH_PRICE_FACTOR = 0.5  # the Batch API bills half the synchronous price
 MAX_BATCH_REQUESTS = 50_000  # OpenAI's limits on one batch: requests, and bytes of its input file

@@ -25,9 +25,9 @@ from typing import Any
 
 from mheval.config import RunConfig
 from mheval.engine.cache import CachedModel, CallRecorder
-from mheval.engine.store import Store
 from mheval.engine.units import Result, Unit, Workbench, perform, pool
 from mheval.errors import InputError
+from mheval.runfolder.store import Store
 
 CHUNKS_IN_FLIGHT = 2  # per worker: one being done while the other's records travel
 

@@ -42,8 +42,6 @@ from mheval.engine.identity import (
     judge_digest,
     judging_inputs,
 )
-from mheval.engine.runfolder import check_folder, check_identity, claim, suite_identity
-from mheval.engine.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store, judgment_key
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
@@ -56,6 +54,8 @@ from mheval.models.openai_compat import OpenAICompatModel
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
+from mheval.runfolder.claim import check_folder, check_identity, claim, suite_identity
+from mheval.runfolder.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store, judgment_key
 from mheval.suites import Suite, load_suite
 
 T = TypeVar("T")
@@ -378,7 +378,7 @@ def _width(config: RunConfig) -> int:
     return MAX_BATCH_REQUESTS if config.batch else config.concurrency
 
 
-# Finished units wait at most this long in memory before their transaction (see engine/store.py).
+# Finished units wait at most this long in memory before their transaction (see runfolder/store.py).
 GROUP_COMMIT_S = 0.2
 
 

@@ -56,7 +56,7 @@ def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
     CSV cells that a spreadsheet would run as formulas (an id `=HYPERLINK(...)`) are prefixed with `'`;
     Parquet keeps the values as they are (it is read by programs, not spreadsheets).
     """
-    from mheval.engine.export import csv_text, frame_for_parquet
+    from mheval.runfolder.export import csv_text, frame_for_parquet
 
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from mheval.engine.export import is_injected
 from mheval.records import Judgment
 from mheval.report.rundata import (
     UNLABELLED,
@@ -28,6 +27,7 @@ from mheval.report.rundata import (
     protocol_dimensions,
     protocol_labels,
 )
+from mheval.runfolder.export import is_injected
 from mheval.stats.intervals import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,

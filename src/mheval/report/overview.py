@@ -113,7 +113,7 @@ def unscored_frame(run: RunData) -> pd.DataFrame:
 
 def injection_note(run: RunData) -> str:
     """What the run's injection policy did, in one sentence for the report and the summary."""
-    from mheval.engine.export import INJECTION_FLAG, is_injected
+    from mheval.runfolder.export import INJECTION_FLAG, is_injected
 
     if run.injection_policy == "exclude":
         n = len(run.excluded)

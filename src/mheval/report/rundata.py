@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mheval.engine.export import counted_judgments
-from mheval.engine.store import Store
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response
+from mheval.runfolder.export import counted_judgments
+from mheval.runfolder.store import Store
 from mheval.yamlio import load_yaml
 
 TRIAGE = "crisis-triage"

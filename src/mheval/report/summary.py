@@ -331,7 +331,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
 
 def comparison_text(frame: pd.DataFrame, fmt: str) -> str:
     """`compare_runs` output as a table, JSON records or CSV (formula-like text cells neutralised)."""
-    from mheval.engine.export import csv_text
+    from mheval.runfolder.export import csv_text
 
     if fmt == "table":
         return format_comparison(frame)

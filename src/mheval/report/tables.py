@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mheval.engine.export import INJECTION_FLAG, counted_judgments, is_injected
-from mheval.engine.store import Store
 from mheval.judges.grounding import ungrounded_rate
 from mheval.records import Judgment
+from mheval.runfolder.export import INJECTION_FLAG, counted_judgments, is_injected
+from mheval.runfolder.store import Store
 
 if TYPE_CHECKING:
     from mheval.report.cases import WorstCase
@@ -46,7 +46,7 @@ def summary_frame(store: Store) -> pd.DataFrame:
 
     ``ungrounded_claims`` is "k/n (rate)" (see UNGROUNDED_DEFINITIONS), empty where grounding was not checked.
 
-    Judgments are read under the run's injection policy (engine/export.counted_judgments): under
+    Judgments are read under the run's injection policy (runfolder/export.counted_judgments): under
     "exclude" the flagged ones are not counted at all (the headline says how many were left out);
     under "flag" the headline gives their share and the mean without them.
     """

@@ -12,10 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.engine.store import Store
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
 from mheval.records import Judgment
+from mheval.runfolder.store import Store
 
 TABLES = ("cases", "responses", "judgments")
 FORMATS = ("jsonl", "csv", "parquet")
