@@ -556,7 +556,7 @@ def test_leave_own_model_out_drops_the_judges_family() -> None:
 
 
 def test_leave_own_model_out_uses_the_judges_family_rule() -> None:
-    # A distilled model belongs to both its families (mheval.judges.panel.same_family): a DeepSeek judge
+    # A distilled model belongs to both its families (mheval.models.families.same_family): a DeepSeek judge
     # leaves out ds_qwen; a Qwen judge leaves out qwen_2 and ds_qwen.
     human, judged = _by_source()
     renamed = judged.assign(

@@ -11,11 +11,10 @@ from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 from mheval.judges.panel import (
     aggregate_panel,
     build_panels,
-    model_families,
-    same_family,
     self_consistency,
     self_consistency_summary,
 )
+from mheval.models.families import model_families, same_family
 from mheval.records import Judgment, Usage
 
 MA_DIMS = ("guidance", "informativeness", "relevance", "safety", "empathy", "helpfulness", "understanding")

@@ -45,10 +45,11 @@ from mheval.engine.identity import (
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
-from mheval.judges.panel import build_panels, same_family
+from mheval.judges.panel import build_panels
 from mheval.models import open_models, parse_model_spec
 from mheval.models.base import ChatModel
 from mheval.models.context import RunContext
+from mheval.models.families import same_family
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol

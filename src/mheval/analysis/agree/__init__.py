@@ -28,7 +28,7 @@ Unit of analysis (``unit=``):
   rater-vs-rater ICCs over the sources; a judge's "vs human range" uses those over its own sources.
 
 ``leave_own_model_out=True`` drops, per judge, the responses of the judge's own model family
-(`mheval.judges.panel.same_family`: gpt-4o also leaves out gpt4omini, a distilled model counts in both
+(`mheval.models.families.same_family`: gpt-4o also leaves out gpt4omini, a distilled model counts in both
 its families), in either unit: MentalAlign's guard against judges favouring their own outputs.
 MentalAlign itself left out only the exact own model; pass ``own_model`` for that rule.
 

@@ -49,7 +49,7 @@ def agreement_report(
 
     ``unit`` is "item" or "model" (per-source means, MentalAlign's unit; numeric scales only; see the
     module docstring). ``leave_own_model_out`` drops, per judge, the response sources for which
-    ``own_model(judge, source)`` is true; the default is `mheval.judges.panel.same_family`.
+    ``own_model(judge, source)`` is true; the default is `mheval.models.families.same_family`.
     Pass e.g. ``lambda j, s: (j, s) in {("gpt-4o", "gpt4o")}`` to leave out only the exact own model.
     """
     if unit not in UNITS:
@@ -148,7 +148,7 @@ def agreement_report(
 
 
 def _same_family() -> Callable[[str, str], bool]:
-    """The judges' family rule, imported late: `mheval.judges` pulls in the model clients."""
-    from mheval.judges.panel import same_family
+    """The family rule, imported late: `mheval.models` pulls in the model clients."""
+    from mheval.models.families import same_family
 
     return same_family
