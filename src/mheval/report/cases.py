@@ -39,7 +39,7 @@ def _pattern(piece: str) -> re.Pattern[str] | None:
 
 def evidence_spans(text: str, quotes: list[str]) -> list[tuple[int, int]]:
     """Merged (start, end) spans of `text` matching the quotes (case and runs of whitespace ignored)."""
-    spans = []
+    spans: list[tuple[int, int]] = []
     for quote in quotes:
         for piece in _ELLIPSIS.split(quote):
             pattern = _pattern(piece)

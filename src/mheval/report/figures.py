@@ -8,6 +8,11 @@ plots use the English names only, so no tick label turns into empty boxes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 import base64
 import functools
 import io
@@ -55,7 +60,7 @@ def cjk_font() -> str | None:
     return next((family for family in CJK_FAMILIES if family in names), None)
 
 
-def _rc() -> dict[str, object]:
+def _rc() -> dict[RcKeyType, Any]:
     families = ["DejaVu Sans"]
     if cjk_font():
         families.append(str(cjk_font()))

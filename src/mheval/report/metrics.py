@@ -256,8 +256,7 @@ def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.Da
                     **est_columns("rate", est),
                 }
             )
-        totals = [(score_value(j), j.case_id) for j in items]
-        totals = [(v, c) for v, c in totals if v is not None]
+        totals = [(v, j.case_id) for j in items if (v := score_value(j)) is not None]
         est = mean_ci([v for v, _ in totals], [c for _, c in totals], n_boot=n_boot)
         rows.append(
             {

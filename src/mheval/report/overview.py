@@ -135,12 +135,12 @@ def facts(run: RunData) -> dict[str, Any]:
     """Headline facts of the run for the header and the terminal summary."""
     languages = Counter(c.language for c in run.cases.values())
     turns = Counter("multi-turn" if len(c.turns) > 1 else "single-turn" for c in run.cases.values())
-    tokens = defaultdict(int)
+    tokens: defaultdict[str, int] = defaultdict(int)
     cost = 0.0
-    for item in [*run.responses, *run.judgments]:
-        tokens["prompt"] += item.usage.prompt_tokens
-        tokens["completion"] += item.usage.completion_tokens
-        cost += item.usage.cost_usd
+    for usage in [*(r.usage for r in run.responses), *(j.usage for j in run.judgments)]:
+        tokens["prompt"] += usage.prompt_tokens
+        tokens["completion"] += usage.completion_tokens
+        cost += usage.cost_usd
     unscored = sum(1 for j in run.judgments if j.status != "ok")
     return {
         "run_dir": str(run.run_dir),
