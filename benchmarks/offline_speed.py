@@ -41,7 +41,7 @@ REPLY_SENTENCES = [
 ]
 
 
-def _cases(n: int) -> list[Any]:
+def _cases(n: int, tag: str = "") -> list[Any]:
     from mheval.records import Case, Turn
     from mheval.suites import load_suite
 
@@ -50,18 +50,20 @@ def _cases(n: int) -> list[Any]:
     for i in range(n):
         base = core[i % len(core)]
         turns = [Turn(role=t.role, content=t.content) for t in base.turns]
-        if i >= len(core):  # a distinct text: no embedding or triage cache hit
-            turns[-1] = Turn(role="user", content=f"{turns[-1].content} ({i // len(core)})")
+        if i >= len(core) or tag:  # a distinct text: no embedding or triage cache hit
+            turns[-1] = Turn(role="user", content=f"{turns[-1].content} ({i // len(core)}{tag})")
         out.append(Case(id=f"b{i}", turns=turns, language=base.language, crisis_label=base.crisis_label))
     return out
 
 
-def _replies(cases: list[Any], seed: int = 0) -> list[Any]:
+def _replies(cases: list[Any], seed: int = 0, tag: str = "") -> list[Any]:
     from mheval.records import Response
 
     rng = random.Random(seed)
     return [
-        Response(case_id=c.id, model="bench", text=" ".join(rng.sample(REPLY_SENTENCES, rng.randint(2, 6))) + f" ({i})")
+        Response(
+            case_id=c.id, model="bench", text=" ".join(rng.sample(REPLY_SENTENCES, rng.randint(2, 6))) + f" ({i}{tag})"
+        )
         for i, c in enumerate(cases)
     ]
 
@@ -113,16 +115,16 @@ def _measure(fast: bool, args: argparse.Namespace) -> dict[str, Any]:
         get_encoder(kind)  # type: ignore[arg-type]
     load_s = time.perf_counter() - started
 
-    cases = _cases(args.n)
-    replies = _replies(cases)
+    tag = " fast" if fast else ""  # the two speeds judge different texts: no cache hit across them
+    cases = _cases(args.n, tag)
+    replies = _replies(cases, tag=tag)
     results: dict[str, Any] = {
         "judge": judge.name,
         "models": {p: path.name for p, path in judge.models.items()},
         "load_seconds (models and their encoders; the first speed measured also pays the imports)": round(load_s, 2),
     }
     for kind in sorted(kinds):
-        tag = "fast" if fast else "default"
-        texts = [f"{user_text(c)} [{tag} {i}]" for i, c in enumerate(cases)]  # distinct from every text judged
+        texts = [f"{user_text(c)} [{kind} {i}]" for i, c in enumerate(cases)]  # distinct from every text judged
         started = time.perf_counter()
         get_encoder(kind).encode(texts)  # type: ignore[arg-type]
         results[f"encoder {kind} alone, texts per second (crisis-core user texts, one batch)"] = round(
@@ -135,12 +137,14 @@ def _measure(fast: bool, args: argparse.Namespace) -> dict[str, Any]:
     )
     results["crisis-triage (crisis-core based)"] = _rate(judge, "crisis-triage", cases, None, args.concurrency)
     results["psycrisis"] = _rate(judge, "psycrisis", cases, replies, args.concurrency)
-    results["dialogue-safety"] = _rate(judge, "dialogue-safety", _cases(args.n)[::-1], replies, args.concurrency)
-    results["appropriateness"] = _rate(judge, "appropriateness", cases, _replies(cases, seed=1), args.concurrency)
+    results["dialogue-safety"] = _rate(judge, "dialogue-safety", _cases(args.n, tag)[::-1], replies, args.concurrency)
+    results["appropriateness"] = _rate(judge, "appropriateness", cases, _replies(cases, 1, tag), args.concurrency)
     if args.data is not None:
         from mheval.suites import load_suite
 
-        real = load_suite(f"help-harm:{args.data / 'help_harm' / 'test_inputs.jsonl'}").cases[: args.n]
+        # Each speed gets its own slice of the inputs, so neither reads the other's cached embeddings.
+        start = args.n if fast else 0
+        real = load_suite(f"help-harm:{args.data / 'help_harm' / 'test_inputs.jsonl'}").cases[start : start + args.n]
         results["crisis-triage (help_harm test inputs)"] = _rate(judge, "crisis-triage", real, None, args.concurrency)
     return results
 
