@@ -77,8 +77,8 @@ def test_local_target() -> None:
     with pytest.raises(InputError) as info:
         parse_model_spec("local/llama-70b")
     assert info.value.choices == ["smollm2"]
-    with pytest.raises(InputError):
-        parse_model_spec("local/smollm2@http://127.0.0.1:9/v1")
+    # With a URL it is a llama.cpp server the user started (the alternative where no wheel exists).
+    assert parse_model_spec("local/smollm2@http://127.0.0.1:9/v1").base_url == "http://127.0.0.1:9/v1"
 
 
 def test_api_key_env_override_and_keys_never_stored(monkeypatch: pytest.MonkeyPatch) -> None:
