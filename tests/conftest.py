@@ -20,3 +20,19 @@ def fake_openai(_fake_openai_server: FakeOpenAI) -> FakeOpenAI:
     """A scriptable OpenAI-compatible server on 127.0.0.1 (see tests/fake_openai.py), reset for each test."""
     _fake_openai_server.reset()
     return _fake_openai_server
+
+
+# Test modules that start subprocesses, servers, Ray or model training: `make check` leaves them out
+# (-m "not slow") to stay under two minutes; `make test` and CI run everything.
+SLOW_MODULES = frozenset({
+    "test_api", "test_batch", "test_cli_train", "test_crisis_core", "test_e2e_local", "test_finetune",
+    "test_injection_policy", "test_inspect", "test_integrity", "test_local_model", "test_offline_speeds",
+    "test_pipeline", "test_ray_executor", "test_report_browser", "test_reproduce", "test_trained_judges",
+    "test_training", "test_benchmarks_quick", "test_import", "test_cli_errors", "test_outputs_overwrite",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)

@@ -22,6 +22,9 @@ DEFAULT_PROTOCOLS = ("crisis-triage", "psycrisis")
 
 STAGES = ("triage", "generate", "judge")
 
+DEFAULT_MAX_TOKENS = 384
+EMBEDDED_MAX_TOKENS = 160
+
 
 class RunConfig(BaseModel):
     """A run: suite x targets (models x samples) x protocols x judges x repeats."""
@@ -38,7 +41,9 @@ class RunConfig(BaseModel):
     out: str | None = None
     # Generation parameters for the models under test.
     temperature: float = Field(0.7, ge=0.0, le=2.0)
-    max_tokens: int = Field(384, ge=1)
+    # Longest reply of a target, in tokens; None: 384 for a served model, 160 for an embedded `local/`
+    # one (SmolLM2 on a CPU rarely stops by itself: 160 keeps the default run quick and representative).
+    max_tokens: int | None = Field(None, ge=1)
     system_prompt: str | None = None
     # A reply longer than this many characters is stored cut to it, with `truncated: true` (a server that
     # ignores max_tokens must not fill memory, the store or the report).
@@ -88,6 +93,13 @@ class RunConfig(BaseModel):
             if item not in seen:
                 seen.append(item)
         return seen
+
+    def max_tokens_for(self, model: str) -> int:
+        """The reply length asked of target `model` (its spec string)."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        embedded = model.startswith("local/") and "@" not in model
+        return EMBEDDED_MAX_TOKENS if embedded else DEFAULT_MAX_TOKENS
 
     def identity_hash(self) -> str:
         """A short hash of what decides the run's units, so the same command finds the same folder."""

@@ -64,7 +64,7 @@ def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) ->
         "sample": sample,
         "seed": config.seed + sample,
         "temperature": config.temperature,
-        "max_tokens": config.max_tokens,
+        "max_tokens": config.max_tokens_for(model),
         "system_prompt": config.system_prompt,
         "max_reply_chars": config.max_reply_chars,
     }

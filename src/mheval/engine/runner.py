@@ -133,7 +133,7 @@ def plan_run(
     for text in needed:
         spec = parse_model_spec(text)  # raises InputError for an unknown provider
         if spec.is_local and spec.base_url is None:
-            require_local_extra()  # says how to install the embedded target when it is absent
+            require_local_extra(spec.model)  # says how to install the embedded target when it is absent
         missing = spec.missing_key()
         if missing:
             raise InputError(f"model {spec.name} needs an API key: set the environment variable {missing}")

@@ -82,7 +82,10 @@ async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:
     ids: dict[str, Any] = {"case_id": unit.case.id, "model": model.name, "sample": unit.sample}
     try:
         c = await model.complete(
-            messages, temperature=config.temperature, max_tokens=config.max_tokens, seed=config.seed + unit.sample
+            messages,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens_for(unit.model),
+            seed=config.seed + unit.sample,
         )
     except ModelError as exc:
         return Response(**ids, error=str(exc))
