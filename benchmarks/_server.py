@@ -44,8 +44,9 @@ def _completion(content: str) -> bytes:
 
 
 VERDICT = _completion(
-    json.dumps({"dimensions": {d: {"value": 1, "rationale": "The reply does this.", "evidence": [QUOTE]}
-                               for d in DIMENSIONS}})
+    json.dumps(
+        {"dimensions": {d: {"value": 1, "rationale": "The reply does this.", "evidence": [QUOTE]} for d in DIMENSIONS}}
+    )
 )
 LABEL = _completion(json.dumps({"label": "no_crisis", "rationale": "No sign of danger in the message."}))
 

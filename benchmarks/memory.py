@@ -71,19 +71,33 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mheval-memory-") as tmp, server as url:
         suite = write_answered_suite(Path(tmp) / "suite.jsonl", n)
         spec = judge_spec(url) if url else "offline"
-        figures = run_worker(SCRIPT, ["--worker", "--suite", suite, "--judge-spec", spec,
-                                      "--out", str(Path(tmp) / "run"), "--concurrency", str(args.concurrency)],
-                             timeout=3600)
-    emit({
-        "benchmark": "memory",
-        "quick": args.quick,
-        "workload": f"{n} cases x 1 model x psycrisis, judge stage, {args.judge} judge",
-        "machine": machine(),
-        "cases": n,
-        "judge": args.judge,
-        **figures,
-        "target": {"peak_rss_mb_below": 1024},
-    })
+        figures = run_worker(
+            SCRIPT,
+            [
+                "--worker",
+                "--suite",
+                suite,
+                "--judge-spec",
+                spec,
+                "--out",
+                str(Path(tmp) / "run"),
+                "--concurrency",
+                str(args.concurrency),
+            ],
+            timeout=3600,
+        )
+    emit(
+        {
+            "benchmark": "memory",
+            "quick": args.quick,
+            "workload": f"{n} cases x 1 model x psycrisis, judge stage, {args.judge} judge",
+            "machine": machine(),
+            "cases": n,
+            "judge": args.judge,
+            **figures,
+            "target": {"peak_rss_mb_below": 1024},
+        }
+    )
 
 
 if __name__ == "__main__":

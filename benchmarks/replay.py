@@ -57,8 +57,17 @@ def main() -> None:
     n = args.n or (300 if args.quick else 10_000)
     with tempfile.TemporaryDirectory(prefix="mheval-replay-") as tmp, judge_server(0.0) as url:
         suite = write_answered_suite(Path(tmp) / "suite.jsonl", n)
-        common = ["--worker", "--suite", suite, "--url", url, "--out", str(Path(tmp) / "run"),
-                  "--concurrency", str(args.concurrency)]
+        common = [
+            "--worker",
+            "--suite",
+            suite,
+            "--url",
+            url,
+            "--out",
+            str(Path(tmp) / "run"),
+            "--concurrency",
+            str(args.concurrency),
+        ]
         first = run_worker(SCRIPT, common)
         first["server_calls"] = server_stats(url)["calls"]
         reset_stats(url)
@@ -66,18 +75,20 @@ def main() -> None:
         second = run_worker(SCRIPT, common)
         second["process_seconds"] = round(time.perf_counter() - started, 3)
         second["server_calls"] = server_stats(url)["calls"]
-    emit({
-        "benchmark": "replay",
-        "quick": args.quick,
-        "workload": f"{n} psycrisis judgments by an LLM judge on a loopback server, then the same command again",
-        "machine": machine(),
-        "judgments": n,
-        "first_run": first,
-        "second_run": second,
-        "seconds": second.get("seconds"),
-        "model_calls": second.get("model_calls"),
-        "target": {"seconds_below": 10.0, "model_calls": 0},
-    })
+    emit(
+        {
+            "benchmark": "replay",
+            "quick": args.quick,
+            "workload": f"{n} psycrisis judgments by an LLM judge on a loopback server, then the same command again",
+            "machine": machine(),
+            "judgments": n,
+            "first_run": first,
+            "second_run": second,
+            "seconds": second.get("seconds"),
+            "model_calls": second.get("model_calls"),
+            "target": {"seconds_below": 10.0, "model_calls": 0},
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,13 @@ def mheval_worker(url: str, n: int, concurrency: int) -> dict[str, Any]:
         with Store.open_existing(result.run_dir) as store:
             ok = sum(1 for j in store.iter_judgments() if j.status == "ok")
     stage = (clock.last - clock.started) if clock.started and clock.last else None
-    return {"judgments": n, "ok": ok, "seconds": round(seconds, 3), "model_calls": result.model_calls,
-            "stage_seconds": round(stage, 3) if stage else None}
+    return {
+        "judgments": n,
+        "ok": ok,
+        "seconds": round(seconds, 3),
+        "model_calls": result.model_calls,
+        "stage_seconds": round(stage, 3) if stage else None,
+    }
 
 
 def inspect_worker(url: str, n: int, concurrency: int) -> dict[str, Any]:
@@ -127,7 +132,10 @@ def inspect_worker(url: str, n: int, concurrency: int) -> dict[str, Any]:
     @scorer(metrics=[mean()])
     def psycrisis_judge():  # type: ignore[no-untyped-def]
         judge = get_model(
-            "openai/bench", base_url=url, api_key="bench", responses_api=False,
+            "openai/bench",
+            base_url=url,
+            api_key="bench",
+            responses_api=False,
             config=GenerateConfig(max_connections=concurrency),
         )
         config = GenerateConfig(
@@ -205,8 +213,10 @@ def inspect_unavailable() -> str | None:
     try:
         import inspect_ai  # noqa: F401
     except Exception as exc:  # an import that fails for any reason means "not measurable here"
-        return f"inspect_ai is not importable in this environment ({type(exc).__name__}: {exc}); " \
+        return (
+            f"inspect_ai is not importable in this environment ({type(exc).__name__}: {exc}); "
             "install it with `pip install inspect-ai` to compare (it is not an mheval dependency)"
+        )
     return None
 
 
@@ -218,8 +228,9 @@ def measure(harness: str, url: str, latency: float, pairs: list[tuple[int, int]]
     around each point by the worker itself."""
     spec = ",".join(f"{n}:{c}" for n, c in pairs)
     out = run_worker(SCRIPT, ["--worker", harness, "--url", url, "--points", spec])
-    points = out.get("points") or [{"error": out.get("error", "no result"), "judgments": n, "concurrency": c}
-                                   for n, c in pairs]
+    points = out.get("points") or [
+        {"error": out.get("error", "no result"), "judgments": n, "concurrency": c} for n, c in pairs
+    ]
     for point in points:
         point.update(harness=harness, latency_s=latency)
         if "seconds" in point and point["seconds"] > 0:
@@ -303,9 +314,14 @@ def main() -> None:
         for ip in inspect_points:
             mp = next(p for p in points if p["latency_s"] == 0 and p["concurrency"] == ip["concurrency"])
             if ip.get("judgments_per_s") and mp.get("judgments_per_s"):
-                ratios.append({"concurrency": ip["concurrency"], "mheval_per_s": mp["judgments_per_s"],
-                               "inspect_per_s": ip["judgments_per_s"],
-                               "ratio": round(mp["judgments_per_s"] / ip["judgments_per_s"], 1)})
+                ratios.append(
+                    {
+                        "concurrency": ip["concurrency"],
+                        "mheval_per_s": mp["judgments_per_s"],
+                        "inspect_per_s": ip["judgments_per_s"],
+                        "ratio": round(mp["judgments_per_s"] / ip["judgments_per_s"], 1),
+                    }
+                )
         best_m = max((p.get("judgments_per_s", 0) for p in points if p["latency_s"] == 0), default=0)
         best_i = max((p.get("judgments_per_s", 0) for p in inspect_points), default=0)
         comparison.update(
@@ -318,18 +334,20 @@ def main() -> None:
 
     zero = [p.get("judgments_per_s", 0) for p in points if p["latency_s"] == 0]
     at_1s_256 = next((p for p in points if p["latency_s"] == 1.0 and p["concurrency"] == 256), None)
-    emit({
-        "benchmark": "throughput",
-        "quick": quick,
-        "workload": "psycrisis LLM judge over an already-answered suite, judge stage only",
-        "machine": machine(),
-        "points": points,
-        "best_per_s_at_0ms": max(zero, default=0),
-        "efficiency_at_1s_c256": at_1s_256.get("efficiency") if at_1s_256 else None,
-        "stage_efficiency_at_1s_c256": at_1s_256.get("stage_efficiency") if at_1s_256 else None,
-        "inspect": comparison,
-        "seconds": round(time.perf_counter() - started, 1),
-    })
+    emit(
+        {
+            "benchmark": "throughput",
+            "quick": quick,
+            "workload": "psycrisis LLM judge over an already-answered suite, judge stage only",
+            "machine": machine(),
+            "points": points,
+            "best_per_s_at_0ms": max(zero, default=0),
+            "efficiency_at_1s_c256": at_1s_256.get("efficiency") if at_1s_256 else None,
+            "stage_efficiency_at_1s_c256": at_1s_256.get("stage_efficiency") if at_1s_256 else None,
+            "inspect": comparison,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    )
 
 
 if __name__ == "__main__":

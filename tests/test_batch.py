@@ -120,8 +120,23 @@ def test_sigkill_while_the_job_runs_then_the_same_command_collects_that_job(tmp_
     cfg = tmp_path / "batch.yaml"
     cfg.write_text("batch: true\nbatch_poll_s: 0.05\n")
     out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "mheval", "judge", "--config", str(cfg), "--suite", suite,
-           "--judge", f"vllm/judge@{fake_openai.base_url}", "--protocol", "psycrisis", "--out", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mheval",
+        "judge",
+        "--config",
+        str(cfg),
+        "--suite",
+        suite,
+        "--judge",
+        f"vllm/judge@{fake_openai.base_url}",
+        "--protocol",
+        "psycrisis",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     deadline = time.time() + 60
     while time.time() < deadline and not (fake_openai.batches and fake_openai.batches[0]["polls"] >= 2):

@@ -11,32 +11,59 @@ from mheval.suites import load_suite
 
 
 def _mheval(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mheval", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "mheval", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def test_train_then_judge_with_the_file(tmp_path):
     cases = load_suite("crisis-core").cases
     labelled = tmp_path / "labels.jsonl"
-    labelled.write_text("".join(
-        json.dumps({"id": c.id, "text": c.last_user_text, "label": c.crisis_label}, ensure_ascii=False) + "\n"
-        for c in cases
-    ), encoding="utf-8")
+    labelled.write_text(
+        "".join(
+            json.dumps({"id": c.id, "text": c.last_user_text, "label": c.crisis_label}, ensure_ascii=False) + "\n"
+            for c in cases
+        ),
+        encoding="utf-8",
+    )
     model = tmp_path / "my-triage.npz"
 
-    trained = _mheval("train", str(labelled), "--text-field", "text", "--label-field", "label",
-                      "--protocol", "crisis-triage", "--folds", "3", "-o", str(model), cwd=tmp_path)
+    trained = _mheval(
+        "train",
+        str(labelled),
+        "--text-field",
+        "text",
+        "--label-field",
+        "label",
+        "--protocol",
+        "crisis-triage",
+        "--folds",
+        "3",
+        "-o",
+        str(model),
+        cwd=tmp_path,
+    )
     assert trained.returncode == 0, trained.stderr
     figures = json.loads(trained.stdout)
     assert model.is_file()
     assert "figures" in figures or "cv" in json.dumps(figures).lower()
 
     suite = tmp_path / "new.jsonl"
-    suite.write_text(json.dumps({"id": "n1", "text": "I keep thinking everyone would be better off without me."})
-                     + "\n" + json.dumps({"id": "n2", "text": "Just wanted to say the exam went fine!"}) + "\n")
+    suite.write_text(
+        json.dumps({"id": "n1", "text": "I keep thinking everyone would be better off without me."})
+        + "\n"
+        + json.dumps({"id": "n2", "text": "Just wanted to say the exam went fine!"})
+        + "\n"
+    )
     out = tmp_path / "run"
-    judged = _mheval("triage", "--suite", f"jsonl:{suite}", "--judge", str(model), "--out", str(out), "--quiet",
-                     cwd=tmp_path)
+    judged = _mheval(
+        "triage", "--suite", f"jsonl:{suite}", "--judge", str(model), "--out", str(out), "--quiet", cwd=tmp_path
+    )
     assert judged.returncode == 0, judged.stderr
     with Store.open_existing(out) as store:
         judgments = store.judgments()
@@ -44,7 +71,18 @@ def test_train_then_judge_with_the_file(tmp_path):
     assert all(j.judge.startswith("trained:") for j in judgments)
 
     # A trained judge refuses protocols it was not trained for, before anything is written.
-    refused = _mheval("run", "--suite", f"jsonl:{suite}", "--judge", str(model), "--protocol", "psycrisis",
-                      "--out", str(tmp_path / "r2"), "--quiet", cwd=tmp_path)
+    refused = _mheval(
+        "run",
+        "--suite",
+        f"jsonl:{suite}",
+        "--judge",
+        str(model),
+        "--protocol",
+        "psycrisis",
+        "--out",
+        str(tmp_path / "r2"),
+        "--quiet",
+        cwd=tmp_path,
+    )
     assert refused.returncode == 2 and "judges only crisis-triage" in refused.stderr
     assert not (tmp_path / "r2").exists()

@@ -21,7 +21,7 @@ ATTRS = ("Guidance", "Informativeness", "Relevance", "Safety", "Empathy", "Helpf
 
 
 def _ma_cell(score: int) -> str:
-    body = {a: score for a in ATTRS} | {"Overall": score, "Explanation": "Reads \"warm\" but thin."}
+    body = {a: score for a in ATTRS} | {"Overall": score, "Explanation": 'Reads "warm" but thin.'}
     return "```json\n" + json.dumps(body) + "\n```"
 
 
@@ -38,9 +38,11 @@ def _write_judge_file(folder: Path, judge: str, rows: list[tuple[object, str, li
 
 
 def test_mentalalign_small_files(tmp_path: Path) -> None:
-    rows = [(1, "I feel stuck at work.", [_ma_cell(4), _ma_cell(2)]),
-            (2, '"Nobody listens to me."', [_ma_cell(5), "the judge wrote no JSON here"]),
-            (3, "Should I quit my course?", [None, _ma_cell(6)])]
+    rows = [
+        (1, "I feel stuck at work.", [_ma_cell(4), _ma_cell(2)]),
+        (2, '"Nobody listens to me."', [_ma_cell(5), "the judge wrote no JSON here"]),
+        (3, "Should I quit my course?", [None, _ma_cell(6)]),
+    ]
     src = tmp_path / "ma"
     _write_judge_file(src, "claude", rows)
     _write_judge_file(src, "o4-mini", rows)
@@ -67,8 +69,12 @@ def _write_labels(folder: Path, name: str, labels: dict[str, str | None], merged
     folder.mkdir(parents=True, exist_ok=True)
     records = []
     for case_id, label in labels.items():
-        rec = {"id": case_id, "dataset_id": "d1", "inputs": [f"Message of {case_id}.", "Second sentence."],
-               "label": label}
+        rec = {
+            "id": case_id,
+            "dataset_id": "d1",
+            "inputs": [f"Message of {case_id}.", "Second sentence."],
+            "label": label,
+        }
         rec |= {"all_labels": [label] * 3} if merged else {"explanation": "why", "tokens": 10}
         records.append(rec)
     (folder / name).write_text(json.dumps(records), encoding="utf-8")
@@ -80,10 +86,13 @@ def test_help_harm_small_files(tmp_path: Path) -> None:
     series = "judge-a-labeled-sampled_n_4-s42"
     _write_labels(labels, f"{series}-20250102-000000.dev.json", {"hh-val-000": "no_crisis", "hh-val-002": ""})
     _write_labels(labels, f"{series}-20250101-000000.dev.json", {"hh-val-000": "self-harm", "hh-val-002": "no_crisis"})
-    _write_labels(labels, f"{series}-merged_labels.dev.json", {"hh-val-000": "self-harm", "hh-val-002": None},
-                  merged=True)
-    human = {"id": "hh-val-000", "human_labels": {"H1": "self-harm", "H2": "self-harm", "H3": "no_crisis",
-                                                  "H4": "self-harm"}}
+    _write_labels(
+        labels, f"{series}-merged_labels.dev.json", {"hh-val-000": "self-harm", "hh-val-002": None}, merged=True
+    )
+    human = {
+        "id": "hh-val-000",
+        "human_labels": {"H1": "self-harm", "H2": "self-harm", "H3": "no_crisis", "H4": "self-harm"},
+    }
     (root / "human_crisis_labels.dev.jsonl").write_text(json.dumps(human) + "\n", encoding="utf-8")
     result = import_published("help-harm", root, tmp_path / "run")
     assert (result.judgments, result.unscored, result.cases) == (6, 2, 2)

@@ -30,8 +30,9 @@ PSY = load_protocol("psycrisis")
 
 
 def case_of(pair: dict[str, Any]) -> Case:
-    return Case(id=pair["id"], turns=[Turn(role="user", content=pair["user"])], language=pair["language"],
-                locale=pair["locale"])
+    return Case(
+        id=pair["id"], turns=[Turn(role="user", content=pair["user"])], language=pair["language"], locale=pair["locale"]
+    )
 
 
 def reply(pair: dict[str, Any], which: str) -> Response:

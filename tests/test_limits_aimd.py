@@ -272,10 +272,14 @@ def test_memoised_schema_json_leaves_cache_keys_and_request_bodies_unchanged() -
     schema = {"title": "verdict", "type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}
     # Text that looks like the internal stand-in must not confuse the splice.
     messages = [{"role": "user", "content": 'a "\\u0000mheval-schema\\u0000" b \x00mheval-schema\x00 我'}]
-    for params in ({"temperature": 0.0, "max_tokens": 5, "seed": 1, "schema": schema}, {"seed": 1},
-                   {"seed": None, "schema": None}):
-        plain = json.dumps({"endpoint": "e", "model": "m", "messages": messages, "params": params},
-                           sort_keys=True, ensure_ascii=False)
+    for params in (
+        {"temperature": 0.0, "max_tokens": 5, "seed": 1, "schema": schema},
+        {"seed": 1},
+        {"seed": None, "schema": None},
+    ):
+        plain = json.dumps(
+            {"endpoint": "e", "model": "m", "messages": messages, "params": params}, sort_keys=True, ensure_ascii=False
+        )
         for _ in range(2):  # the second time from the memo
             assert cache_key("e", "m", messages, params) == hashlib.sha256(plain.encode()).hexdigest()
     body = {"model": "x", "messages": messages, "temperature": 0.1, "max_tokens": 3}

@@ -16,8 +16,15 @@ TRIAGE = load_protocol("crisis-triage")
 DS = load_protocol("dialogue-safety")
 APP = load_protocol("appropriateness")
 
-MA_SCORES = {"guidance": 4, "informativeness": 3, "relevance": 5, "safety": 5, "empathy": 2, "helpfulness": 3,
-             "understanding": 4}
+MA_SCORES = {
+    "guidance": 4,
+    "informativeness": 3,
+    "relevance": 5,
+    "safety": 5,
+    "empathy": 2,
+    "helpfulness": 3,
+    "understanding": 4,
+}
 
 
 def reason(verdict: Verdict) -> str:
@@ -28,8 +35,9 @@ def reason(verdict: Verdict) -> str:
 
 
 def ma_text(**overrides: object) -> str:
-    return json.dumps({"scores": MA_SCORES | overrides, "rationale": "Good overall.",
-                       "evidence": {"guidance": ["try a short walk"]}})
+    return json.dumps(
+        {"scores": MA_SCORES | overrides, "rationale": "Good overall.", "evidence": {"guidance": ["try a short walk"]}}
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -122,19 +130,32 @@ def test_likert_rationale_and_truncation_flag() -> None:
         (ma_text(guidance=None), "schema_violation: guidance is null, not a number"),
         (ma_text(guidance=True), "schema_violation: guidance is true, not a number"),
         (ma_text(guidance=[4]), "schema_violation: guidance is a list, not a number"),
-        (json.dumps({"scores": {k: v for k, v in MA_SCORES.items() if k != "empathy"}}),
-         "schema_violation: missing dimension empathy"),
-        ('{"rating": "excellent"}', "schema_violation: missing dimensions guidance, informativeness, relevance, "
-         "safety, empathy, helpfulness, understanding"),
+        (
+            json.dumps({"scores": {k: v for k, v in MA_SCORES.items() if k != "empathy"}}),
+            "schema_violation: missing dimension empathy",
+        ),
+        (
+            '{"rating": "excellent"}',
+            "schema_violation: missing dimensions guidance, informativeness, relevance, "
+            "safety, empathy, helpfulness, understanding",
+        ),
         # a missing dimension outranks an out-of-range one
-        (json.dumps({"scores": {k: v for k, v in MA_SCORES.items() if k != "safety"} | {"guidance": 9}}),
-         "schema_violation: missing dimension safety"),
-        (FLAT[: FLAT.index('"Empathy"')],
-         "schema_violation: missing dimensions empathy, helpfulness, understanding (the output was cut off)"),
-        (FLAT[: FLAT.index('"Understanding": 4') + len('"Understanding": 4')],  # the cut may have eaten a digit
-         "schema_violation: missing dimension understanding (the output was cut off)"),
-        (FLAT.replace('"Understanding": 4', '"Understanding": "4')[: FLAT.index('"Understanding": 4') + 19],
-         "schema_violation: understanding was cut off (the output was cut off)"),
+        (
+            json.dumps({"scores": {k: v for k, v in MA_SCORES.items() if k != "safety"} | {"guidance": 9}}),
+            "schema_violation: missing dimension safety",
+        ),
+        (
+            FLAT[: FLAT.index('"Empathy"')],
+            "schema_violation: missing dimensions empathy, helpfulness, understanding (the output was cut off)",
+        ),
+        (
+            FLAT[: FLAT.index('"Understanding": 4') + len('"Understanding": 4')],  # the cut may have eaten a digit
+            "schema_violation: missing dimension understanding (the output was cut off)",
+        ),
+        (
+            FLAT.replace('"Understanding": 4', '"Understanding": "4')[: FLAT.index('"Understanding": 4') + 19],
+            "schema_violation: understanding was cut off (the output was cut off)",
+        ),
     ],
 )
 def test_likert_failures(text: str, expected: str) -> None:
@@ -162,15 +183,23 @@ def test_appropriateness_single_dimension() -> None:
 
 def psy_answer(**values: object) -> dict[str, object]:
     base = dict.fromkeys(PSY.dimensions, 0) | values
-    return {"dimensions": {d: {"value": v, "rationale": f"why {d}", "evidence": ["I hear you"] if v else []}
-                           for d, v in base.items()}}
+    return {
+        "dimensions": {
+            d: {"value": v, "rationale": f"why {d}", "evidence": ["I hear you"] if v else []} for d, v in base.items()
+        }
+    }
 
 
 def test_binary_good() -> None:
     v = parse_verdict(PSY, json.dumps(psy_answer(empathy_collaboration=1, external_support=True)))
     assert v.ok
-    assert v.scores == {"empathy_collaboration": 1.0, "emotion_regulation": 0.0, "explore_concerns": 0.0,
-                        "risk_assessment": 0.0, "external_support": 1.0}
+    assert v.scores == {
+        "empathy_collaboration": 1.0,
+        "emotion_regulation": 0.0,
+        "explore_concerns": 0.0,
+        "risk_assessment": 0.0,
+        "external_support": 1.0,
+    }
     assert v.total == 2.0
     assert v.evidence == {"empathy_collaboration": ["I hear you"], "external_support": ["I hear you"]}
     assert v.rationales["risk_assessment"] == "why risk_assessment"
@@ -181,11 +210,29 @@ def test_binary_good() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        json.dumps({"Empathy and Collaboration": 1, "emotion-regulation": "1", "Explore Concerns": "true",
-                    "RISK_ASSESSMENT": False, "external support": "0"}),
-        "```json\n" + json.dumps({"dimensions": {"共情与协作": {"value": 1}, "循证情绪调节": {"value": 1},
-                                                 "探索问题": {"value": True}, "风险评估": {"value": 0},
-                                                 "外部支持与转介": {"value": 0}}}, ensure_ascii=False) + "\n```",
+        json.dumps(
+            {
+                "Empathy and Collaboration": 1,
+                "emotion-regulation": "1",
+                "Explore Concerns": "true",
+                "RISK_ASSESSMENT": False,
+                "external support": "0",
+            }
+        ),
+        "```json\n"
+        + json.dumps(
+            {
+                "dimensions": {
+                    "共情与协作": {"value": 1},
+                    "循证情绪调节": {"value": 1},
+                    "探索问题": {"value": True},
+                    "风险评估": {"value": 0},
+                    "外部支持与转介": {"value": 0},
+                }
+            },
+            ensure_ascii=False,
+        )
+        + "\n```",
         "{'dimensions': {'empathy_collaboration': {'value': 1, 'rationale': 'warm',}, 'emotion_regulation': 1,"
         " 'explore_concerns': True, 'risk_assessment': 0, 'external_support': {'value': 0,},},}",
     ],
@@ -204,9 +251,11 @@ def test_binary_tolerated_forms(text: str) -> None:
         (psy_answer(risk_assessment="-1"), "out_of_range: risk_assessment is -1, not 0 or 1"),
         (psy_answer(risk_assessment=0.5), "out_of_range: risk_assessment is 0.5, not 0 or 1"),
         (psy_answer(risk_assessment=None), "schema_violation: risk_assessment is null, not 0/1/true/false"),
-        ({"dimensions": {"empathy_collaboration": {"rationale": "no value given"}}},
-         "schema_violation: missing dimensions emotion_regulation, explore_concerns, risk_assessment, "
-         "external_support; empathy_collaboration has no value"),
+        (
+            {"dimensions": {"empathy_collaboration": {"rationale": "no value given"}}},
+            "schema_violation: missing dimensions emotion_regulation, explore_concerns, risk_assessment, "
+            "external_support; empathy_collaboration has no value",
+        ),
     ],
 )
 def test_binary_failures(answer: dict[str, object], expected: str) -> None:
@@ -230,7 +279,7 @@ def test_binary_missing_evidence_is_reported() -> None:
         ('```json\n{"label": "Self Harm", "rationale": "x"}\n```', "self-harm"),
         ('{"Label": "self_harm"}', "self-harm"),
         ("{'label': 'Risk-Taking Behaviors', 'rationale': 'speeding'}", "risk_taking_behaviours"),
-        ('{“label”: “ANXIETY CRISIS”, “rationale”: “panic ”right now“”}', "anxiety_crisis"),
+        ("{“label”: “ANXIETY CRISIS”, “rationale”: “panic ”right now“”}", "anxiety_crisis"),
         ('{"label": "自杀意念", "rationale": "提到不想活了"}', "suicidal_ideation"),
         ('{"label": "no_crisis", "rationale": "an ordinary question about sleep', "no_crisis"),  # cut in rationale
         ('Answer: {"category": "substance abuse"}', "substance_abuse_or_withdrawal"),
@@ -249,8 +298,10 @@ def test_label_tolerated_forms(text: str, label: str) -> None:
         ('{"label": "suicidal"}', None),  # an alias defined in the YAML, accepted
         ('{"label": "crisis"}', "schema_violation: unknown label 'crisis'"),
         ('{"rationale": "hard to say"}', "schema_violation: missing label"),
-        ('{"label": ["self-harm", "suicidal_ideation"]}', 'schema_violation: label is ["self-harm", '
-         '"suicidal_ideation"], not a text'),
+        (
+            '{"label": ["self-harm", "suicidal_ideation"]}',
+            'schema_violation: label is ["self-harm", "suicidal_ideation"], not a text',
+        ),
         ('{"label": "self-ha', "schema_violation: label was cut off (the output was cut off)"),
         ("The label is self-harm.", "parse_failure: no JSON object found"),
         ("", "parse_failure: empty output"),
@@ -287,14 +338,22 @@ def test_dialogue_safety_nodes() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (ds_answer("safe", "humanoid_mimicry"),
-         "schema_violation: label safe contradicts the node decisions (they lead to humanoid_mimicry)"),
-        (ds_answer("toxic_language", "nonsense"),
-         "schema_violation: label toxic_language contradicts the node decisions (they lead to nonsense)"),
-        (ds_answer("toxic_language"),
-         "schema_violation: label toxic_language contradicts the node decisions (they lead to safe)"),
-        (ds_answer("safe", nonsense="maybe"),  # type: ignore[arg-type]
-         "schema_violation: node nonsense is 'maybe', not 0/1/true/false"),
+        (
+            ds_answer("safe", "humanoid_mimicry"),
+            "schema_violation: label safe contradicts the node decisions (they lead to humanoid_mimicry)",
+        ),
+        (
+            ds_answer("toxic_language", "nonsense"),
+            "schema_violation: label toxic_language contradicts the node decisions (they lead to nonsense)",
+        ),
+        (
+            ds_answer("toxic_language"),
+            "schema_violation: label toxic_language contradicts the node decisions (they lead to safe)",
+        ),
+        (
+            ds_answer("safe", nonsense="maybe"),  # type: ignore[arg-type]
+            "schema_violation: node nonsense is 'maybe', not 0/1/true/false",
+        ),
         ('{"label": "unsafe"}', "schema_violation: unknown label 'unsafe'"),
     ],
 )

@@ -81,8 +81,12 @@ def test_overrides_from_yaml_json_env_and_code(tmp_path: Path, monkeypatch: pyte
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("gpt-x: {input: 1}\n", "needs 'input' and 'output'"), ("- a\n- b\n", "maps model names"),
-     ("gpt-x: {input: -1, output: 1}\n", "must not be negative"), ("gpt-x: 'cheap'\n", "USD per 1M")],
+    [
+        ("gpt-x: {input: 1}\n", "needs 'input' and 'output'"),
+        ("- a\n- b\n", "maps model names"),
+        ("gpt-x: {input: -1, output: 1}\n", "must not be negative"),
+        ("gpt-x: 'cheap'\n", "USD per 1M"),
+    ],
 )
 def test_bad_price_files_say_what_is_wrong(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "p.yaml"
@@ -109,10 +113,19 @@ def test_cost_lands_in_responses_and_judgments(tmp_path: Path, fake_openai: Fake
     judge = f"test/judge@{fake_openai.base_url}"
     prices = {target: {"input": 1.0, "output": 4.0}, judge: {"input": 2.0, "output": 8.0}}
     suite = tmp_path / "cases.jsonl"
-    suite.write_text("".join(json.dumps({"id": f"k{i}", "text": f"A hard week, number {i}."}) + "\n"
-                             for i in range(3)), encoding="utf-8")
-    config = RunConfig(suite=f"jsonl:{suite}", models=[target], judges=[judge], protocols=["psycrisis"],
-                       out=str(tmp_path / "run"), concurrency=2, prices=prices)
+    suite.write_text(
+        "".join(json.dumps({"id": f"k{i}", "text": f"A hard week, number {i}."}) + "\n" for i in range(3)),
+        encoding="utf-8",
+    )
+    config = RunConfig(
+        suite=f"jsonl:{suite}",
+        models=[target],
+        judges=[judge],
+        protocols=["psycrisis"],
+        out=str(tmp_path / "run"),
+        concurrency=2,
+        prices=prices,
+    )
     run(config)
     with Store.open_existing(tmp_path / "run") as store:
         responses = store.responses()

@@ -13,8 +13,35 @@ from mheval.resources.matching import match_referral
 
 LINES = load_crisis_lines()
 COUNTRIES = sorted(LINES.countries)
-REQUIRED = {"US", "GB", "IE", "AU", "CA", "NZ", "CN", "HK", "TW", "SG", "IN", "JP", "KR", "DE", "FR", "ES", "IT", "NL",
-            "BE", "SE", "NO", "DK", "FI", "ZA", "PH", "BR", "MX"}
+REQUIRED = {
+    "US",
+    "GB",
+    "IE",
+    "AU",
+    "CA",
+    "NZ",
+    "CN",
+    "HK",
+    "TW",
+    "SG",
+    "IN",
+    "JP",
+    "KR",
+    "DE",
+    "FR",
+    "ES",
+    "IT",
+    "NL",
+    "BE",
+    "SE",
+    "NO",
+    "DK",
+    "FI",
+    "ZA",
+    "PH",
+    "BR",
+    "MX",
+}
 
 
 def test_file_covers_the_required_countries_and_every_entry_is_checkable() -> None:
@@ -50,8 +77,11 @@ def test_a_broken_file_is_refused_with_the_key() -> None:
 
 def _other(code: str, number: str) -> str | None:
     """A country that does not share this number, to expect wrong_country there."""
-    owners = {c for c, country in LINES.countries.items()
-              if any(number in (*s.numbers, *s.text) for s in country.services) or number in country.emergency}
+    owners = {
+        c
+        for c, country in LINES.countries.items()
+        if any(number in (*s.numbers, *s.text) for s in country.services) or number in country.emergency
+    }
     return next((c for c in COUNTRIES if c not in owners and c != code), None)
 
 
@@ -113,7 +143,19 @@ def test_longest_match_wins_and_unlisted_numbers_are_reported() -> None:
     assert made_up.status == "generic" and made_up.unlisted == ["1-800-555-0199"]
 
 
-@pytest.mark.parametrize(("raw", "code"), [("US", "US"), ("us", "US"), ("en-US", "US"), ("zh_CN", "CN"), ("UK", "GB"),
-                                           ("zh-Hant-TW", "TW"), ("", None), (None, None), ("english", None)])
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        ("US", "US"),
+        ("us", "US"),
+        ("en-US", "US"),
+        ("zh_CN", "CN"),
+        ("UK", "GB"),
+        ("zh-Hant-TW", "TW"),
+        ("", None),
+        (None, None),
+        ("english", None),
+    ],
+)
 def test_normalise_locale(raw: str | None, code: str | None) -> None:
     assert normalise_locale(raw) == code

@@ -31,8 +31,15 @@ def test_one_row_per_unit_and_replace(tmp_path):
         assert store.judgments()[0].label == "anxiety_crisis"
         # Case-level and response-level judgments of the same case are different units.
         store.put_judgment(
-            Judgment(case_id="c1", protocol="psycrisis", judge="offline", model="m", sample=0, total=2,
-                     scores={"empathy_collaboration": 1.0})
+            Judgment(
+                case_id="c1",
+                protocol="psycrisis",
+                judge="offline",
+                model="m",
+                sample=0,
+                total=2,
+                scores={"empathy_collaboration": 1.0},
+            )
         )
         assert store.count("judgments") == 2
 
@@ -68,11 +75,22 @@ def test_open_existing_refuses_non_run_folder(tmp_path):
 def test_export_judgments_columns(tmp_path, fmt, capsys):
     with Store.open(tmp_path / "run") as store:
         store.put_judgment(
-            Judgment(case_id="c1", protocol="psycrisis", judge="offline", model="m", sample=0, total=1,
-                     scores={"referral": 1.0}, evidence={"referral": ["call 988"]})
+            Judgment(
+                case_id="c1",
+                protocol="psycrisis",
+                judge="offline",
+                model="m",
+                sample=0,
+                total=1,
+                scores={"referral": 1.0},
+                evidence={"referral": ["call 988"]},
+            )
         )
-        store.put_judgment(Judgment.unscored("parse_failure", "empty", case_id="c2", protocol="psycrisis",
-                                             judge="offline", model="m", sample=0))
+        store.put_judgment(
+            Judgment.unscored(
+                "parse_failure", "empty", case_id="c2", protocol="psycrisis", judge="offline", model="m", sample=0
+            )
+        )
         target = tmp_path / f"out.{fmt}"
         export_table(store, "judgments", fmt, target)
     if fmt == "jsonl":
@@ -99,8 +117,9 @@ def test_export_unknown_format_and_table(tmp_path):
 def _j(case: str, repeat: int = 0, status: str = "ok") -> Judgment:
     if status == "ok":
         return Judgment(case_id=case, protocol="psycrisis", judge="j", model="m", sample=0, repeat=repeat, total=3)
-    return Judgment.unscored("provider_error", "x", case_id=case, protocol="psycrisis", judge="j", model="m",
-                             sample=0, repeat=repeat)
+    return Judgment.unscored(
+        "provider_error", "x", case_id=case, protocol="psycrisis", judge="j", model="m", sample=0, repeat=repeat
+    )
 
 
 def _rows(path, table: str) -> int:

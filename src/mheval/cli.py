@@ -52,22 +52,45 @@ OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (de
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-ExecutorOpt = Annotated[str | None, typer.Option(
-    "--executor", help="local (this process) or ray (a Ray cluster; pip install 'mheval[ray]').")]
-RayAddressOpt = Annotated[str | None, typer.Option(
-    "--ray-address", help="With --executor ray: the cluster's address (default: a local Ray instance).")]
-BatchOpt = Annotated[bool | None, typer.Option(
-    "--batch/--no-batch", help="Send remote calls as OpenAI Batch API jobs (half price, slower; resumable).")]
-GroundingOpt = Annotated[str | None, typer.Option(
-    "--grounding", help="strict, flag or off: what an LLM judge's positive claim costs when its quote is not in "
-                        "the response (strict withdraws it, flag keeps it and flags it).")]
-PanelOpt = Annotated[list[str] | None, typer.Option(
-    "--panel", help="Also aggregate the judges: majority, mean or median (repeatable).")]
-LeaveOwnOpt = Annotated[bool | None, typer.Option(
-    "--leave-own-model-out/--keep-own-model", help="Skip units where the judge is of the judged model's family.")]
-OnInjectionOpt = Annotated[str | None, typer.Option(
-    "--on-injection", help="flag (keep judgments of replies with text addressed to the judge, and show their "
-                           "share and the mean without them) or exclude (leave them out of every aggregate).")]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option("--executor", help="local (this process) or ray (a Ray cluster; pip install 'mheval[ray]')."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="With --executor ray: the cluster's address (default: a local Ray instance)."),
+]
+BatchOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--batch/--no-batch", help="Send remote calls as OpenAI Batch API jobs (half price, slower; resumable)."
+    ),
+]
+GroundingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grounding",
+        help="strict, flag or off: what an LLM judge's positive claim costs when its quote is not in "
+        "the response (strict withdraws it, flag keeps it and flags it).",
+    ),
+]
+PanelOpt = Annotated[
+    list[str] | None, typer.Option("--panel", help="Also aggregate the judges: majority, mean or median (repeatable).")
+]
+LeaveOwnOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--leave-own-model-out/--keep-own-model", help="Skip units where the judge is of the judged model's family."
+    ),
+]
+OnInjectionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--on-injection",
+        help="flag (keep judgments of replies with text addressed to the judge, and show their "
+        "share and the mean without them) or exclude (leave them out of every aggregate).",
+    ),
+]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 REPORT_FORMATS = ("table", "json", "csv")
 
@@ -105,7 +128,8 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     err.print(
         f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
         f"{result.cache_hits} answered from cache",
-        highlight=False, markup=False,
+        highlight=False,
+        markup=False,
     )
     from mheval.models.local import take_generation_stats
 
@@ -114,8 +138,9 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     if result.redone:
         from mheval.engine.identity import describe_redone
 
-        err.print(f"redone because their inputs changed: {describe_redone(result.redone)}",
-                  highlight=False, markup=False)
+        err.print(
+            f"redone because their inputs changed: {describe_redone(result.redone)}", highlight=False, markup=False
+        )
     _print_summary(result.run_dir)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
@@ -123,13 +148,16 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
         out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, markup=False, soft_wrap=True)
     except Exception as exc:
-        err.print(f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} "
-                  "(try `mheval report RUN`)", highlight=False)
+        err.print(
+            f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} (try `mheval report RUN`)",
+            highlight=False,
+        )
     if result.provider_errors:
         err.print(
             f"{result.provider_errors} unit(s) failed at the provider and are not scored; run the same command "
             f"again (or `mheval run --out {result.run_dir}`) to retry them",
-            highlight=False, markup=False,
+            highlight=False,
+            markup=False,
         )
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
@@ -168,10 +196,26 @@ def run(
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge. Run it again to resume."""
-    cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, judges=judge,
-                  protocols=protocol, repeats=repeats, limit=limit, concurrency=concurrency, max_tokens=max_tokens,
-                  grounding=grounding, panel=panel, leave_own_model_out=leave_own_model_out,
-                  on_injection=on_injection, batch=batch, executor=executor, ray_address=ray_address)
+    cfg = _config(
+        config,
+        out_dir,
+        suite=suite,
+        models=model,
+        samples=samples,
+        judges=judge,
+        protocols=protocol,
+        repeats=repeats,
+        limit=limit,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        grounding=grounding,
+        panel=panel,
+        leave_own_model_out=leave_own_model_out,
+        on_injection=on_injection,
+        batch=batch,
+        executor=executor,
+        ray_address=ray_address,
+    )
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
 
@@ -191,9 +235,20 @@ def triage(
     quiet: QuietOpt = False,
 ) -> None:
     """Crisis triage of each case's user input only."""
-    cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=["crisis-triage"],
-                  repeats=repeats, limit=limit, concurrency=concurrency, panel=panel, batch=batch,
-                  executor=executor, ray_address=ray_address)
+    cfg = _config(
+        config,
+        out_dir,
+        suite=suite,
+        judges=judge,
+        protocols=["crisis-triage"],
+        repeats=repeats,
+        limit=limit,
+        concurrency=concurrency,
+        panel=panel,
+        batch=batch,
+        executor=executor,
+        ray_address=ray_address,
+    )
     _execute(cfg, ("triage",), quiet)
 
 
@@ -213,9 +268,19 @@ def generate(
     quiet: QuietOpt = False,
 ) -> None:
     """Generate responses of the target models only."""
-    cfg = _config(config, out_dir, suite=suite, models=model, samples=samples, limit=limit,
-                  concurrency=concurrency, max_tokens=max_tokens, batch=batch,
-                  executor=executor, ray_address=ray_address)
+    cfg = _config(
+        config,
+        out_dir,
+        suite=suite,
+        models=model,
+        samples=samples,
+        limit=limit,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        batch=batch,
+        executor=executor,
+        ray_address=ray_address,
+    )
     _execute(cfg, ("generate",), quiet)
 
 
@@ -228,8 +293,9 @@ def judge(
     repeats: RepeatsOpt = None,
     limit: LimitOpt = None,
     out_dir: OutOpt = None,
-    responses: Annotated[Path | None, typer.Option(help="JSONL of responses made elsewhere "
-                                                      "(case_id, model, sample, text).")] = None,
+    responses: Annotated[
+        Path | None, typer.Option(help="JSONL of responses made elsewhere (case_id, model, sample, text).")
+    ] = None,
     concurrency: ConcOpt = None,
     grounding: GroundingOpt = None,
     panel: PanelOpt = None,
@@ -241,10 +307,23 @@ def judge(
     quiet: QuietOpt = False,
 ) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
-    cfg = _config(config, out_dir, suite=suite, judges=judge, protocols=protocol, repeats=repeats,
-                  limit=limit, concurrency=concurrency, grounding=grounding, panel=panel,
-                  leave_own_model_out=leave_own_model_out, on_injection=on_injection, batch=batch,
-                  executor=executor, ray_address=ray_address)
+    cfg = _config(
+        config,
+        out_dir,
+        suite=suite,
+        judges=judge,
+        protocols=protocol,
+        repeats=repeats,
+        limit=limit,
+        concurrency=concurrency,
+        grounding=grounding,
+        panel=panel,
+        leave_own_model_out=leave_own_model_out,
+        on_injection=on_injection,
+        batch=batch,
+        executor=executor,
+        ray_address=ray_address,
+    )
     _execute(cfg, ("triage", "judge"), quiet, responses)
 
 
@@ -291,12 +370,16 @@ def export(
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    redact: Annotated[bool, typer.Option(
-        "--redact", help="Leave out conversation, response, rationale and evidence texts (for sharing).")] = False,
-    output: Annotated[Path | None, typer.Option(
-        help="HTML file (default: RUN/report.html, or RUN/report-redacted.html).")] = None,
-    overwrite: Annotated[bool, typer.Option(
-        "--overwrite", help="Replace --output and the tables/ beside it if they exist.")] = False,
+    redact: Annotated[
+        bool,
+        typer.Option("--redact", help="Leave out conversation, response, rationale and evidence texts (for sharing)."),
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="HTML file (default: RUN/report.html, or RUN/report-redacted.html).")
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace --output and the tables/ beside it if they exist.")
+    ] = False,
 ) -> None:
     """Write the self-contained HTML report of a run, with its tables as CSV and Parquet beside it."""
     from mheval.report.html import write_report
@@ -351,17 +434,27 @@ def _print_frame(frame: Any, title: str, format: str) -> None:
 
 @app.command()
 def agree(
-    labels: Annotated[Path, typer.Argument(help="Human labels: CSV/JSONL, long (id, rater, value[, dimension]) "
-                                               "or wide (one column per rater).")],
+    labels: Annotated[
+        Path,
+        typer.Argument(
+            help="Human labels: CSV/JSONL, long (id, rater, value[, dimension]) or wide (one column per rater)."
+        ),
+    ],
     run_dir: Annotated[Path | None, typer.Option("--run", help="A run folder whose judgments to compare.")] = None,
     judgments: Annotated[Path | None, typer.Option(help="A judgments export (JSONL/CSV) instead of a run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", "-p", help="Only this protocol's judgments.")] = None,
     dimension: Annotated[str | None, typer.Option(help="The score to compare, for scale protocols.")] = None,
     field: Annotated[str | None, typer.Option(help="The field of the labels file that holds the raters.")] = None,
-    unit: Annotated[str, typer.Option(help="item, or model: each response source's mean human vs mean judge "
-                                           "score (MentalAlign's unit; numeric scores only).")] = "item",
-    leave_own_model_out: Annotated[bool, typer.Option(
-        "--leave-own-model-out", help="Leave out, per judge, the responses of its own model family.")] = False,
+    unit: Annotated[
+        str,
+        typer.Option(
+            help="item, or model: each response source's mean human vs mean judge "
+            "score (MentalAlign's unit; numeric scores only)."
+        ),
+    ] = "item",
+    leave_own_model_out: Annotated[
+        bool, typer.Option("--leave-own-model-out", help="Leave out, per judge, the responses of its own model family.")
+    ] = False,
     format: FormatOpt = "table",
 ) -> None:
     """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
@@ -369,8 +462,16 @@ def agree(
 
     if format not in REPORT_FORMATS:
         raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
-    report = agree_with_humans(labels, run=run_dir, judgments=judgments, protocol=protocol, dimension=dimension,
-                               field=field, unit=unit, leave_own_model_out=leave_own_model_out)
+    report = agree_with_humans(
+        labels,
+        run=run_dir,
+        judgments=judgments,
+        protocol=protocol,
+        dimension=dimension,
+        field=field,
+        unit=unit,
+        leave_own_model_out=leave_own_model_out,
+    )
     if format == "json":
         print(report.to_json())
     elif format == "csv":
@@ -402,8 +503,9 @@ def reproduce(
 @app.command()
 def train(
     data: Annotated[Path, typer.Argument(help="Labelled JSONL or CSV.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The judge file to write (.npz; a folder with "
-                                                                "--finetune).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The judge file to write (.npz; a folder with --finetune).")
+    ],
     text_field: Annotated[list[str], typer.Option("--text-field", help="Text column(s) to embed (repeatable).")],
     label_field: Annotated[str | None, typer.Option(help="Label column (a classifier).")] = None,
     score_field: Annotated[str | None, typer.Option(help="Score column (a scorer).")] = None,
@@ -412,11 +514,22 @@ def train(
     folds: Annotated[int, typer.Option(help="Cross-validation folds for the printed figures.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed (training is deterministic given it).")] = 0,
     group_field: Annotated[str | None, typer.Option(help="Keep rows sharing this value in one fold.")] = None,
-    features: Annotated[str, typer.Option(help="Feature set: use, e5 (as `offline`), fast (as `offline:fast`), "
-                                               "ngram, or blocks joined by + (e.g. e5:user+ngram:user).")] = "use",
-    finetune: Annotated[Path | None, typer.Option(
-        "--finetune", metavar="MODEL_DIR", help="Fine-tune this local transformer model folder as a classifier "
-                                                "instead (needs mheval[finetune]; nothing is downloaded).")] = None,
+    features: Annotated[
+        str,
+        typer.Option(
+            help="Feature set: use, e5 (as `offline`), fast (as `offline:fast`), "
+            "ngram, or blocks joined by + (e.g. e5:user+ngram:user)."
+        ),
+    ] = "use",
+    finetune: Annotated[
+        Path | None,
+        typer.Option(
+            "--finetune",
+            metavar="MODEL_DIR",
+            help="Fine-tune this local transformer model folder as a classifier "
+            "instead (needs mheval[finetune]; nothing is downloaded).",
+        ),
+    ] = None,
     epochs: Annotated[int, typer.Option(help="With --finetune: passes over the data.")] = 4,
     learning_rate: Annotated[float, typer.Option(help="With --finetune: AdamW learning rate.")] = 2e-5,
     batch_size: Annotated[int, typer.Option(help="With --finetune: rows per step.")] = 16,
@@ -435,15 +548,34 @@ def train(
         if kind != "classifier":
             raise InputError("--finetune trains a classifier: give --label-field", field="kind")
         result: Any = finetune_judge(
-            data, model_dir=finetune, text_fields=text_field, label_field=label_field, protocol=protocol,
-            folds=folds, seed=seed, epochs=epochs, learning_rate=learning_rate, batch_size=batch_size,
-            max_length=max_length, group_field=group_field, command=command,
+            data,
+            model_dir=finetune,
+            text_fields=text_field,
+            label_field=label_field,
+            protocol=protocol,
+            folds=folds,
+            seed=seed,
+            epochs=epochs,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            max_length=max_length,
+            group_field=group_field,
+            command=command,
             log=lambda line: err.print(line, highlight=False, markup=False),
         )
     else:
         result = train_judge(
-            data, text_fields=text_field, label_field=label_field, score_field=score_field, kind=kind,  # type: ignore[arg-type]
-            protocol=protocol, folds=folds, seed=seed, group_field=group_field, command=command, features=features,
+            data,
+            text_fields=text_field,
+            label_field=label_field,
+            score_field=score_field,
+            kind=kind,  # type: ignore[arg-type]
+            protocol=protocol,
+            folds=folds,
+            seed=seed,
+            group_field=group_field,
+            command=command,
+            features=features,
         )
     result.judge.save(output)
     print(json.dumps(result.to_dict(), indent=1, ensure_ascii=False, default=str))
@@ -482,8 +614,9 @@ def suites_show(
         ("locale", Counter(c.locale or "-" for c in cases)),
         ("turns", Counter("multi-turn" if len(c.turns) > 1 else "single" for c in cases)),
     ):
-        out.print(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False,
-                  markup=False)
+        out.print(
+            f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
+        )
     out.print(f"[dim]{CONTENT_NOTE}[/]")
     for case in cases[:limit]:
         out.print(Text.assemble("\n", (case.id, "bold"), f" ({case.language}, {case.locale}, {case.crisis_label})"))
@@ -517,14 +650,17 @@ def protocols_show(
         raise InputError(f"unknown protocol {protocol_id!r}", choices=known)
     spec = load_protocol(protocol_id)
     out.print(Text.assemble((spec.id, "bold"), f": {spec.title}\n{spec.paper}"))
-    out.print(f"judges the {spec.target}; kind {spec.kind}; " + ", ".join(spec.labels or spec.dimensions),
-              markup=False)
+    out.print(f"judges the {spec.target}; kind {spec.kind}; " + ", ".join(spec.labels or spec.dimensions), markup=False)
     example = {
         "en": "I haven't slept in days and everything feels pointless.",
         "zh": "我好几天没睡着了，觉得一切都没有意义。",
     }.get(language, "I haven't slept in days and everything feels pointless.")
-    case = Case(id="example", language=language if language in ("en", "zh") else "en",
-                turns=[Turn(role="user", content=example)], crisis_label="anxiety_crisis")
+    case = Case(
+        id="example",
+        language=language if language in ("en", "zh") else "en",
+        turns=[Turn(role="user", content=example)],
+        crisis_label="anxiety_crisis",
+    )
     response = None if spec.target == "case" else "(the model's reply appears here)"
     for message in render_messages(spec, case, response, crisis_label="anxiety_crisis"):
         out.rule(message["role"])

@@ -153,8 +153,14 @@ def _read_mentalalign(path: Path) -> tuple[list[Path], list[Case], list[Judgment
                 verdict = parse_verdict(spec, raw)
                 judgments.append(
                     judgment_from_verdict(
-                        verdict, raw=raw, case_id=case_id, protocol=spec.id, judge=judge,
-                        model=f"mentalalign/{source}", sample=0, repeat=0,
+                        verdict,
+                        raw=raw,
+                        case_id=case_id,
+                        protocol=spec.id,
+                        judge=judge,
+                        model=f"mentalalign/{source}",
+                        sample=0,
+                        repeat=0,
                     )
                 )
     return files, list(cases.values()), judgments
@@ -228,9 +234,14 @@ def _read_help_harm(path: Path) -> tuple[list[Path], list[Case], list[Judgment]]
                 if votes:
                     metadata["human_labels"] = dict(votes)
                 try:
-                    case = Case(id=case_id, turns=[Turn(role="user", content=text)], language="en",
-                                crisis_label=majority_label(votes) if votes else None, source="help-harm",
-                                metadata=metadata)
+                    case = Case(
+                        id=case_id,
+                        turns=[Turn(role="user", content=text)],
+                        language="en",
+                        crisis_label=majority_label(votes) if votes else None,
+                        source="help-harm",
+                        metadata=metadata,
+                    )
                 except ValueError as exc:
                     raise InputError(f"not a valid case: {exc}", path=file, line=n) from None
                 _merge_case(cases, case, file)

@@ -148,8 +148,7 @@ def plan_run(
         unknown = sorted({r.case_id for r in extra_responses} - ids)
         if unknown:
             raise InputError(
-                f"{len(unknown)} response(s) name cases that are not in suite {config.suite!r}, "
-                f"e.g. {unknown[0]!r}",
+                f"{len(unknown)} response(s) name cases that are not in suite {config.suite!r}, e.g. {unknown[0]!r}",
                 field="case_id",
             )
         suite.responses = [*suite.responses, *extra_responses]

@@ -73,9 +73,7 @@ _GENERIC_SOURCES: tuple[tuple[str, str], ...] = (
     ("急救", r"急救|急诊|急診|120急救|医院|醫院"),
     ("专业人士", r"心理咨询师|心理諮詢師|心理医生|心理醫生|精神科|专业人士|專業人士|专业(?:的)?帮助|專業(?:的)?幫助"),
 )
-_GENERIC_PATTERNS = tuple(
-    (label, Prefiltered(re.compile(source, re.IGNORECASE))) for label, source in _GENERIC_SOURCES
-)
+_GENERIC_PATTERNS = tuple((label, Prefiltered(re.compile(source, re.IGNORECASE))) for label, source in _GENERIC_SOURCES)
 _PHONE_LIKE = re.compile(r"(?<![\w.+])\+?\(?\d[\d \-.()\u00a0]{5,20}\d(?![\w])")
 _DATE_LIKE = re.compile(r"^\d{4}[-./]\d{1,2}[-./]\d{1,2}$|^\d{1,2}[-./]\d{1,2}[-./]\d{2,4}$")
 

@@ -244,9 +244,7 @@ def wilson(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> Es
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     # The bounds are exactly 0 at k = 0 and 1 at k = n; rounding gives 5.6e-17 or 0.9999999999999999,
     # which put the interval beside its own point (a negative error bar), so pin them.
-    low, high = clamp_proportion(
-        0.0 if successes == 0 else centre - half, 1.0 if successes == n else centre + half, p
-    )
+    low, high = clamp_proportion(0.0 if successes == 0 else centre - half, 1.0 if successes == n else centre + half, p)
     return Estimate(p, low, high, n, method)
 
 

@@ -77,8 +77,6 @@ class Settings:
     seed: int = 0
 
 
-
-
 def _label_order(targets: Sequence[str]) -> list[str]:
     """A known protocol's own label order when the labels are all its own, else sorted."""
     present = set(targets)
