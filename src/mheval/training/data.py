@@ -76,7 +76,7 @@ def case_from_field(value: Any, *, case_id: str, path: Path, line: int, field: s
     try:
         if isinstance(value, str):
             if value.lstrip().startswith(("[seeker]", "[supporter]")):
-                turns = [Turn(role=r, content=c) for r, c in split_segments(value.strip())]  # type: ignore[arg-type]
+                turns = [Turn(role=r, content=c) for r, c in split_segments(value.strip())]
             else:
                 turns = [Turn(role="user", content=value)]
         elif isinstance(value, list) and all(isinstance(s, str) for s in value):
@@ -91,7 +91,7 @@ def case_from_field(value: Any, *, case_id: str, path: Path, line: int, field: s
                 field=field,
             )
         text = " ".join(t.content for t in turns)
-        return Case(id=case_id, turns=turns, language=detect_language(text))  # type: ignore[arg-type]
+        return Case(id=case_id, turns=turns, language=detect_language(text))
     except (ValidationError, ValueError) as exc:
         detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise InputError(detail, path=path, line=line, field=field) from None

@@ -249,8 +249,10 @@ def fold_spread(values: Sequence[float]) -> dict[str, float]:
 # -- figures --------------------------------------------------------------------------------------
 
 
-def cohen_kappa(a: Sequence[Any], b: Sequence[Any]) -> float:
-    """Cohen's kappa of two label sequences (1.0 when both are constant and equal)."""
+def cohen_kappa(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray) -> float:
+    """Cohen's kappa of two label sequences (1.0 when both are constant and equal): the bare point
+    estimate that model selection computes thousands of times (stats.agreement.cohen_kappa adds the
+    missing-value handling, weights and intervals that reported figures need)."""
     a_arr, b_arr = np.asarray(a).astype(str), np.asarray(b).astype(str)
     cats = sorted(set(a_arr) | set(b_arr))
     index = {c: i for i, c in enumerate(cats)}

@@ -64,23 +64,22 @@ class TriageTable:
     ) -> TriageTable:
         """Cases in this order: `human` (dataset, rater labels), `distilled` (dataset, label),
         `authored` (label)."""
-        case_index, y, source, group = [], [], [], []
+        rows: list[tuple[int, int, str, str]] = []  # (case, label index, source, group)
         raters: dict[int, list[str]] = {}
         case = 0
         for dataset, labels in human:
             raters[case] = list(labels)
-            for label in labels:
-                case_index.append(case), y.append(CRISIS_LABELS.index(label))
-                source.append(HUMAN), group.append(dataset_group(dataset))
+            rows += [(case, CRISIS_LABELS.index(label), HUMAN, dataset_group(dataset)) for label in labels]
             case += 1
         for dataset, label in distilled:
-            case_index.append(case), y.append(CRISIS_LABELS.index(label))
-            source.append(DISTILLED), group.append(dataset_group(dataset))
+            rows.append((case, CRISIS_LABELS.index(label), DISTILLED, dataset_group(dataset)))
             case += 1
         for label in authored:
-            case_index.append(case), y.append(CRISIS_LABELS.index(label))
-            source.append(AUTHORED), group.append("crisis-core")
+            rows.append((case, CRISIS_LABELS.index(label), AUTHORED, "crisis-core"))
             case += 1
+        case_index, y, source, group = (
+            (list(column) for column in zip(*rows, strict=True)) if rows else ([], [], [], [])
+        )
         return cls(np.array(case_index), np.array(y, dtype=float), np.array(source), np.array(group), raters)
 
     def weights(self, distilled_weight: float) -> np.ndarray:
@@ -147,7 +146,7 @@ def _fold_groups(table: TriageTable, groups: Sequence[str], folds: int, seed: in
 
     cases = table.human_cases(groups)
     case_groups = [table.case_group(c) for c in cases]
-    strata = [max(set(table.raters[c]), key=lambda lab, c=c: (table.raters[c].count(lab), lab)) for c in cases]
+    strata = [_majority(table.raters[c]) for c in cases]
     folds = max(2, min(folds, len(set(case_groups))))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "least populated class has fewer members than n_splits"
@@ -306,3 +305,8 @@ def dialogue_groups(first_turns: Sequence[str]) -> list[str]:
     dialogue at different points (the dialogue-safety file has several), so they are held out together."""
     index: dict[str, str] = {}
     return [index.setdefault(t.strip(), f"d{len(index)}") for t in first_turns]
+
+
+def _majority(labels: Sequence[str]) -> str:
+    """The label most raters gave (ties: the larger label name, so the choice is stable)."""
+    return max(set(labels), key=lambda label: (labels.count(label), label))

@@ -58,7 +58,7 @@ class TrainResult:
 
 def fit_judge(
     x: np.ndarray,
-    targets: Sequence[Any],
+    targets: Sequence[Any] | np.ndarray,
     *,
     kind: Literal["classifier", "scorer"],
     meta: dict[str, Any],
@@ -92,12 +92,14 @@ def fit_judge(
         raise InputError(f"the feature blocks make {len(ngram)} columns, x has {x.shape[1]}", field="features")
     has_ngrams = ngram is not None and bool(ngram.any())
     weights = list(ngram_weights or DEFAULT_NGRAM_WEIGHTS) if has_ngrams else [1.0]
-    common = {
-        "kind": kind, "n_labels": n_labels, "folds": folds, "seed": seed, "class_weight": class_weight,
-        "ngram": ngram, "ngram_weights": weights,
-    }  # fmt: skip
-    cv = fit.cross_validate(x, y, grid=grid, groups=groups, **common)
-    strength, weight = fit.choose_strength(x, y, grid=grid, groups=groups, **common)
+    cv = fit.cross_validate(
+        x, y, kind=kind, n_labels=n_labels, folds=folds, seed=seed, grid=grid, groups=groups,
+        class_weight=class_weight, ngram=ngram, ngram_weights=weights,
+    )  # fmt: skip
+    strength, weight = fit.choose_strength(
+        x, y, kind=kind, n_labels=n_labels, folds=folds, seed=seed, grid=grid, groups=groups,
+        class_weight=class_weight, ngram=ngram, ngram_weights=weights,
+    )  # fmt: skip
     head = fit.fit_head(
         x, y, kind=kind, n_labels=n_labels, strength=strength, class_weight=class_weight, ngram=ngram,
         ngram_weight=weight,
@@ -123,7 +125,7 @@ def fit_judge(
             fit.classifier_figures([gold[i] for i in idx], [pred[i] for i in idx], labels)
             for idx in (np.flatnonzero(cv.fold == k) for k in range(int(cv.fold.max()) + 1))  # type: ignore[union-attr]
         ]
-        keys = ("weighted_f1", "kappa", "accuracy", "macro_f1")
+        keys: tuple[str, ...] = ("weighted_f1", "kappa", "accuracy", "macro_f1")
     else:
         figures = fit.scorer_figures(y, judge._round(cv.predictions))
         figures["mae_unrounded"] = round(float(np.mean(np.abs(cv.predictions - y))), 4)

@@ -29,7 +29,7 @@ try:  # the stdlib's own regex parser, used only to index cues; private, so a fu
     import re._constants as _C
     import re._parser as _re_parser
 except ImportError:  # pragma: no cover - a future Python that moved them
-    _C = _re_parser = None  # type: ignore[assignment]
+    _C = _re_parser = None
 
 LEXICON_FILES: tuple[str, ...] = ("common.yaml", "triage.yaml", "psycrisis.yaml")
 PSYCRISIS_DIMENSIONS: tuple[str, ...] = (
@@ -290,7 +290,7 @@ class _Check:
         self.path = path
 
     def fail(self, where: str, message: str, choices: Sequence[str] | None = None) -> InputError:
-        return InputError(message, path=self.path, field=where or None, choices=choices)
+        return InputError(message, path=self.path, field=where or None, choices=list(choices) if choices else None)
 
     def mapping(self, value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict:
         if not isinstance(value, dict):
