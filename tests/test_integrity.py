@@ -256,32 +256,20 @@ def test_out_naming_a_file_or_a_folder_that_is_not_a_run_is_refused_untouched(tm
     assert (folder / "report.html").read_text() == "my own page"
 
 
+def _run_command(server: FakeOpenAI, suite: str, out: Path) -> list[str]:
+    """`mheval run` of a target and an LLM judge on the loopback server, triage and psycrisis."""
+    model, judge = f"vllm/target@{server.base_url}", f"vllm/judge@{server.base_url}"
+    return [sys.executable, "-m", "mheval", "run", "--suite", suite, "--model", model, "--judge", judge,
+            "--protocol", "crisis-triage", "--protocol", "psycrisis", "--out", str(out), "--concurrency", "4",
+            "--quiet"]  # fmt: skip
+
+
 def test_two_processes_on_one_folder_pay_each_call_once(tmp_path, fake_openai):
     fake_openai.default = respond(keyword_judge, delay=0.02)
     cases = [{"id": f"c{i:02d}", "text": f"Day {i}: tired and flat."} for i in range(30)]
     suite = _write_cases(tmp_path / "many.jsonl", cases)
     out = tmp_path / "shared"
-    cmd = [
-        sys.executable,
-        "-m",
-        "mheval",
-        "run",
-        "--suite",
-        suite,
-        "--model",
-        f"vllm/target@{fake_openai.base_url}",
-        "--judge",
-        f"vllm/judge@{fake_openai.base_url}",
-        "--protocol",
-        "crisis-triage",
-        "--protocol",
-        "psycrisis",
-        "--out",
-        str(out),
-        "--concurrency",
-        "4",
-        "--quiet",
-    ]
+    cmd = _run_command(fake_openai, suite, out)
     procs = [
         subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         for _ in range(2)
@@ -299,28 +287,9 @@ def test_random_kills_then_resume_end_with_each_unit_once_and_no_repeated_paid_c
     cases = [{"id": f"k{i:02d}", "text": f"Evening {i}, feeling low but managing."} for i in range(30)]
     suite = _write_cases(tmp_path / "many.jsonl", cases)
     out = tmp_path / "killed"
-    cmd = [
-        sys.executable,
-        "-m",
-        "mheval",
-        "run",
-        "--suite",
-        suite,
-        "--model",
-        f"vllm/target@{fake_openai.base_url}",
-        "--judge",
-        f"vllm/judge@{fake_openai.base_url}",
-        "--protocol",
-        "crisis-triage",
-        "--protocol",
-        "psycrisis",
-        "--out",
-        str(out),
-        "--concurrency",
-        "4",
-        "--quiet",
-    ]
-    rng = random.Random(int(time.time()))  # different kill moments on every CI run; the seed is in the message
+    cmd = _run_command(fake_openai, suite, out)
+    seed = int(time.time())
+    rng = random.Random(seed)  # different kill moments on every CI run; the seed is in the failure message
     kills, slack = 0, 0
     for _ in range(3):
         wait = rng.uniform(0.3, 2.5)
@@ -339,7 +308,7 @@ def test_random_kills_then_resume_end_with_each_unit_once_and_no_repeated_paid_c
     assert len(responses) == 30 and len({(r.case_id, r.sample) for r in responses}) == 30
     keys = [(j.case_id, j.protocol) for j in judgments]
     assert len(keys) == len(set(keys)) == 60 and all(j.status == "ok" for j in judgments)
-    assert 90 <= fake_openai.calls <= 90 + slack, (kills, fake_openai.calls)
+    assert 90 <= fake_openai.calls <= 90 + slack, (seed, kills, fake_openai.calls)
 
 
 # -- exit codes, limits, keys ---------------------------------------------------------------------

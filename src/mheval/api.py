@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mheval.config import STAGES, RunConfig, build_config, load_config
-from mheval.engine.runner import ProgressSink, execute, plan_run, run_coroutine
+from mheval.engine.runner import ProgressSink, RunResult, execute, plan_run, run_coroutine
 from mheval.errors import InputError
 from mheval.records import Case, Response
 from mheval.runfolder.store import Store
@@ -42,20 +42,11 @@ SuiteLike = str | Suite | Sequence[CaseLike]
 
 
 @dataclass
-class EvalResults:
-    """A run folder's results. The tables are read from the folder when first asked for."""
+class EvalResults(RunResult):
+    """A run folder's results: what this call did (the RunResult counts; zero for a run reopened with
+    `open_run`), the resolved config, and the tables, read from the folder when first asked for."""
 
-    run_dir: Path
-    config: RunConfig
-    counts: dict[str, int] = field(default_factory=dict)
-    # What this call did (zero for a run reopened with `open_run`).
-    model_calls: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    # Units done again because what decided them changed, by the component that changed.
-    redone: dict[str, int] = field(default_factory=dict)
-    # Units that failed at the provider; calling `evaluate` again retries them.
-    provider_errors: int = 0
+    config: RunConfig = field(default_factory=RunConfig)
 
     def _read(self, table: str) -> pd.DataFrame:
         from mheval.runfolder.export import table_frame
@@ -162,16 +153,7 @@ async def evaluate_async(
     extra = _responses(responses)
     plan = plan_run(run_config, tuple(stages), extra, suite=in_memory)
     result = await execute(plan, progress)
-    return EvalResults(
-        run_dir=result.run_dir,
-        config=run_config,
-        counts=result.counts,
-        model_calls=result.model_calls,
-        cache_hits=result.cache_hits,
-        seconds=result.seconds,
-        redone=result.redone,
-        provider_errors=result.provider_errors,
-    )
+    return EvalResults(**vars(result), config=run_config)
 
 
 def resolve_config(config: RunConfig | str | Path | None, overrides: Mapping[str, Any]) -> RunConfig:

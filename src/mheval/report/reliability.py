@@ -23,6 +23,7 @@ from mheval.records import Judgment, Reason
 from mheval.report.metrics import est_columns, rate_columns, score_value
 from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
 from mheval.report.tables import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
+from mheval.runfolder.export import judgment_row
 from mheval.stats.consistency import repeat_consistency
 
 LABEL_FILE_SUFFIXES = (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
@@ -134,20 +135,7 @@ def _target_is_case(protocol: str) -> bool:
 
 def _judgment_frame(run: RunData, protocol: str, rated: set[tuple[str, str, int]] | None) -> pd.DataFrame:
     rows = [
-        {
-            "case_id": j.case_id,
-            "model": j.model,
-            "sample": j.sample,
-            "protocol": j.protocol,
-            "judge": j.judge,
-            "repeat": j.repeat,
-            "label": j.label,
-            "scores": dict(j.scores),
-            "status": j.status,
-            "reason": j.reason_text,
-        }
-        for j in run.of(protocol)
-        if rated is None or (j.case_id, j.model or "", j.sample or 0) in rated
+        judgment_row(j) for j in run.of(protocol) if rated is None or (j.case_id, j.model or "", j.sample or 0) in rated
     ]
     return pd.DataFrame(rows)
 

@@ -54,6 +54,32 @@ def counted_judgments(store: Store, judgments: Iterable[Judgment] | None = None)
     return CountedJudgments(policy, [j for j in items if not is_injected(j)], [j for j in items if is_injected(j)])
 
 
+def judgment_row(j: Judgment) -> dict[str, Any]:
+    """One judgment as a flat row (the judgments table, and the frames the analyses read)."""
+    return {
+        "case_id": j.case_id,
+        "model": j.model,
+        "sample": j.sample,
+        "protocol": j.protocol,
+        "judge": j.judge,
+        "repeat": j.repeat,
+        "label": j.label,
+        "scores": j.scores,
+        "total": j.total,
+        "status": j.status,
+        "reason": j.reason,
+        "detail": j.detail,
+        "rationale": j.rationale,
+        "evidence": j.evidence,
+        "flags": j.flags,
+        "prompt_tokens": j.usage.prompt_tokens,
+        "completion_tokens": j.usage.completion_tokens,
+        "cost_usd": j.usage.cost_usd,
+        "latency_s": j.latency_s,
+        "raw": j.raw,
+    }
+
+
 def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFrame:
     """One table of the run; with `counted`, the judgments table holds only those the aggregates count."""
     if table == "cases":
@@ -77,6 +103,7 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
                 "model": r.model,
                 "sample": r.sample,
                 "text": r.text,
+                "truncated": r.truncated,
                 "error": r.error,
                 "prompt_tokens": r.usage.prompt_tokens,
                 "completion_tokens": r.usage.completion_tokens,
@@ -86,31 +113,7 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
             for r in store.responses()
         ]
     elif table == "judgments":
-        rows = [
-            {
-                "case_id": j.case_id,
-                "model": j.model,
-                "sample": j.sample,
-                "protocol": j.protocol,
-                "judge": j.judge,
-                "repeat": j.repeat,
-                "label": j.label,
-                "scores": j.scores,
-                "total": j.total,
-                "status": j.status,
-                "reason": j.reason,
-                "detail": j.detail,
-                "rationale": j.rationale,
-                "evidence": j.evidence,
-                "flags": j.flags,
-                "prompt_tokens": j.usage.prompt_tokens,
-                "completion_tokens": j.usage.completion_tokens,
-                "cost_usd": j.usage.cost_usd,
-                "latency_s": j.latency_s,
-                "raw": j.raw,
-            }
-            for j in (counted_judgments(store).counted if counted else store.iter_judgments())
-        ]
+        rows = [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
     else:
         raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
     return pd.DataFrame(rows)
