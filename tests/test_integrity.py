@@ -317,38 +317,14 @@ def test_random_kills_then_resume_end_with_each_unit_once_and_no_repeated_paid_c
 def test_a_run_where_every_call_failed_exits_3_with_the_count(tmp_path, fake_openai):
     fake_openai.default = status(401, "invalid api key")
     suite = _write_cases(tmp_path / "x.jsonl", THREE)
-    done = _mheval(
-        "run",
-        "--suite",
-        suite,
-        "--model",
-        f"vllm/target@{fake_openai.base_url}",
-        "--judge",
-        "offline",
-        "--protocol",
-        "psycrisis",
-        "--out",
-        str(tmp_path / "r"),
-        "-q",
-    )
+    args = ("run", "--suite", suite, "--model", f"vllm/target@{fake_openai.base_url}", "--judge", "offline",
+            "--protocol", "psycrisis", "--out", str(tmp_path / "r"), "-q")  # fmt: skip
+    done = _mheval(*args)
     assert done.returncode == 3, done.stderr
     assert "6 unit(s) failed at the provider" in done.stderr  # 3 replies + their 3 judgments
 
     fake_openai.default = respond(keyword_judge)  # the provider is back: the same command finishes
-    again = _mheval(
-        "run",
-        "--suite",
-        suite,
-        "--model",
-        f"vllm/target@{fake_openai.base_url}",
-        "--judge",
-        "offline",
-        "--protocol",
-        "psycrisis",
-        "--out",
-        str(tmp_path / "r"),
-        "-q",
-    )
+    again = _mheval(*args)
     assert again.returncode == 0, again.stderr
 
 
