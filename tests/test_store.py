@@ -49,12 +49,12 @@ def test_finished_units_exclude_provider_errors(tmp_path):
         store.put_judgment(Judgment(case_id="a", protocol="p", judge="j", label="x"))
         store.put_judgment(Judgment.unscored("parse_failure", "no JSON", case_id="b", protocol="p", judge="j"))
         store.put_judgment(Judgment.unscored("provider_error", "http_500", case_id="c", protocol="p", judge="j"))
-        done = {k[0] for k in store.finished_judgments()}
+        done = {k[0] for k in store.judgment_inputs(finished=True)}
         # A parse failure is final (asking again would be a new judgment); a provider error is retried.
         assert done == {"a", "b"}
         store.put_response(Response(case_id="a", model="m", text="hi"))
         store.put_response(Response(case_id="b", model="m", error="timeout: gave up"))
-        assert set(store.finished_responses()) == {("a", "m", 0)}
+        assert set(store.response_inputs(finished=True)) == {("a", "m", 0)}
 
 
 def test_store_survives_reopen_and_cache_roundtrip(tmp_path):
@@ -136,7 +136,7 @@ def test_deferred_puts_wait_then_land_in_one_flush(tmp_path):
         store.cache_put("k", {"text": "t"})
         assert _rows(store.path, "judgments") == 0 and store.pending == 12
         assert store.cache_get("k") == {"text": "t"}  # read-your-writes before the flush
-        assert len(store.finished_judgments()) == 10  # a read flushes first
+        assert len(store.judgment_inputs(finished=True)) == 10  # a read flushes first
         assert _rows(store.path, "judgments") == 10 and store.pending == 0
         store.put_judgment(_j("c0", status="unscored"))  # a later write of the same unit wins
     assert _rows(store.path, "judgments") == 10

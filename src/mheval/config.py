@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mheval.errors import InputError
-from mheval.models.spec import URL_CREDENTIALS
+from mheval.models.spec import URL_CREDENTIALS, parse_model_spec
 from mheval.yamlio import load_yaml
 
 DEFAULT_SUITE = "crisis-core"
@@ -98,8 +98,8 @@ class RunConfig(BaseModel):
         """The reply length asked of target `model` (its spec string)."""
         if self.max_tokens is not None:
             return self.max_tokens
-        embedded = model.startswith("local/") and "@" not in model
-        return EMBEDDED_MAX_TOKENS if embedded else DEFAULT_MAX_TOKENS
+        spec = parse_model_spec(model)
+        return EMBEDDED_MAX_TOKENS if spec.is_local and spec.base_url is None else DEFAULT_MAX_TOKENS
 
     def identity_hash(self) -> str:
         """A short hash of what decides the run's units, so the same command finds the same folder."""

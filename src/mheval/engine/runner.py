@@ -238,9 +238,9 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         store.set_meta("identity", _grown(store.get_meta("identity"), identity))
         store.put_cases(plan.suite.cases)
         redone = Redone()
-        redone.add(_retire_stale(store, plan.suite.cases))
         if plan.suite.responses:
             _put_given_responses(store, plan.suite, redone)
+        redone.add(_retire_stale(store, plan.suite.cases))
 
         targets = config.models if "generate" in plan.stages else []
         wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
@@ -267,8 +267,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 await _generate(plan, store, executor, models, cases, progress, redone)
             if "judge" in plan.stages and plan.response_protocols:
                 await _judge(plan, store, executor, digests, cases, progress, redone)
-            # A stage run alone (generate) may have replaced replies whose judgments are now stale.
-            _retire_stale(store, cases)
+            if "generate" in plan.stages:  # replies made again take the judgments no stage redid with them
+                _retire_stale(store, cases)
             if config.panel:
                 _panels(plan, store, names)
             calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
@@ -349,7 +349,7 @@ def _retire_stale(store: Store, cases: list[Case]) -> list[list[str]]:
 def _put_given_responses(store: Store, suite: Suite, redone: Redone) -> None:
     """Replies that came with the suite (or `--responses`): stored once, and again when their text changed."""
     by_id = {c.id: c for c in suite.cases}
-    have = store.finished_responses()
+    have = store.response_inputs(finished=True)
     fresh, inputs = [], []
     for r in suite.responses:
         given = given_response_inputs(by_id[r.case_id], r)
@@ -409,7 +409,7 @@ async def _triage(
     plan: RunPlan, store: Store, executor: Executor, judges: dict[str, str], cases: list[Case],
     progress: ProgressSink, redone: Redone,
 ) -> None:  # fmt: skip
-    done = store.finished_judgments()
+    done = store.judgment_inputs(finished=True)
     units: dict[Any, tuple[Unit, Inputs]] = {}
     for protocol in plan.case_protocols:
         for case in cases:
@@ -427,7 +427,7 @@ async def _generate(
     progress: ProgressSink, redone: Redone,
 ) -> None:  # fmt: skip
     config = plan.config
-    done = store.finished_responses()
+    done = store.response_inputs(finished=True)
     units: dict[Any, tuple[Unit, Inputs]] = {}
     for name in config.models:
         model = models[name].name
@@ -446,7 +446,7 @@ async def _judge(
     by_id = {c.id: c for c in cases}
     labels = _crisis_labels(store, list(judges), by_id)
     responses = [r for r in store.responses() if r.case_id in by_id]
-    done = store.finished_judgments()
+    done = store.judgment_inputs(finished=True)
     units: dict[Any, tuple[Unit, Inputs]] = {}
     for protocol in plan.response_protocols:
         for response in responses:

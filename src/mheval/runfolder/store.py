@@ -256,17 +256,12 @@ class Store:
             cur = self._db.execute("SELECT data FROM responses WHERE model=? ORDER BY rowid", (model,))
         return [Response.model_validate_json(r[0]) for r in cur]
 
-    def finished_responses(self) -> dict[ResponseKey, Inputs | None]:
-        """Responses with text and the inputs that decided them (failed calls are retried on resume; a
-        response whose inputs differ from the run's is made again: engine/identity.py)."""
+    def response_inputs(self, *, finished: bool = False) -> dict[ResponseKey, Inputs | None]:
+        """The inputs that decided each stored response (engine/identity.py); with `finished`, only the
+        responses with text (a failed call is retried on resume)."""
         self.flush()
-        cur = self._db.execute("SELECT case_id, model, sample, inputs FROM responses WHERE ok=1")
-        return {(r[0], r[1], r[2]): _inputs_of(r[3]) for r in cur}
-
-    def response_inputs(self) -> dict[ResponseKey, Inputs | None]:
-        """Every stored response's inputs, failed ones included."""
-        self.flush()
-        cur = self._db.execute("SELECT case_id, model, sample, inputs FROM responses")
+        where = " WHERE ok=1" if finished else ""
+        cur = self._db.execute("SELECT case_id, model, sample, inputs FROM responses" + where)
         return {(r[0], r[1], r[2]): _inputs_of(r[3]) for r in cur}
 
     # -- judgments --------------------------------------------------------------------------
@@ -299,20 +294,12 @@ class Store:
         for row in self._db.execute(sql + " ORDER BY rowid", args):
             yield Judgment.model_validate_json(row[0])
 
-    def finished_judgments(self) -> dict[JudgmentKey, Inputs | None]:
-        """Units with a final judgment (ok, or unscored for a reason another call would not change) and
-        the inputs that decided each."""
+    def judgment_inputs(self, *, finished: bool = False) -> dict[JudgmentKey, Inputs | None]:
+        """The inputs that decided each stored judgment; with `finished`, only the final ones (ok, or
+        unscored for a reason another call would not change)."""
         self.flush()
-        cur = self._db.execute(
-            "SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments "
-            f"WHERE status='ok' OR reason NOT IN {_RETRYABLE_SQL}"
-        )
-        return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
-
-    def judgment_inputs(self) -> dict[JudgmentKey, Inputs | None]:
-        """Every stored judgment's inputs."""
-        self.flush()
-        cur = self._db.execute("SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments")
+        where = f" WHERE status='ok' OR reason NOT IN {_RETRYABLE_SQL}" if finished else ""
+        cur = self._db.execute("SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments" + where)
         return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
 
     def supersede(self, responses: Iterable[ResponseKey] = (), judgments: Iterable[JudgmentKey] = ()) -> int:
