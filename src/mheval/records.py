@@ -179,3 +179,37 @@ class Judgment(_Record):
     def unscored(cls, reason: Reason | str, detail: str | None = None, **fields: Any) -> Judgment:
         """An unscored judgment: why (a Reason) and, in words, what happened."""
         return cls(status="unscored", reason=Reason(reason), detail=detail or None, **fields)
+
+
+class Exchange(_Record):
+    """One turn pair of a multi-turn conversation (scenario x model x sample): what the simulated user said
+    and the target's reply. `turn` counts from 1. `reply` is None when the target's call failed (`error`)."""
+
+    scenario_id: str
+    model: str
+    sample: int = 0
+    turn: int = Field(ge=1)
+    beat: int = Field(ge=0)  # index of the scenario beat the user turn played
+    user: str
+    reply: str | None = None
+    usage: Usage = Field(default_factory=Usage)  # target and simulator calls together
+    latency_s: float = 0.0
+    error: str | None = None
+    # Simulated turns that a guard refused before this one was accepted, as "reason: detail" lines.
+    rejected: list[str] = Field(default_factory=list)
+
+
+class Conversation(_Record):
+    """How one conversation ended. `status == "unscored"` (reason simulator_failure) keeps it out of every
+    score; `stop_reason` is one of dialogues.scenario.STOP_REASONS."""
+
+    scenario_id: str
+    model: str
+    sample: int = 0
+    mode: Literal["adaptive", "replay"]
+    simulator: str | None = None
+    turns: int = 0
+    stop_reason: str
+    status: Status = "ok"
+    reason: Reason | None = None
+    detail: str | None = None

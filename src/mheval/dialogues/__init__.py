@@ -1,0 +1,1 @@
+"""Multi-turn evaluation: scenarios (as data), the simulated user and its guards."""
