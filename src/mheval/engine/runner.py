@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from mheval.config import STAGES, RunConfig
+from mheval.config import DEFAULT_PROTOCOLS, STAGES, RunConfig
+from mheval.dialogues.scenario import Scenario
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
 from mheval.engine.executors import Executor, LocalExecutor
@@ -58,6 +59,7 @@ from mheval.records import Case, Response, Usage
 from mheval.runfolder.claim import check_folder, check_identity, claim, suite_identity
 from mheval.runfolder.store import NO_MODEL, NO_SAMPLE, JudgmentKey, Store, judgment_key
 from mheval.suites import Suite, load_suite
+from mheval.suites.dialogues import is_dialogue_suite, load_dialogue_suite
 
 T = TypeVar("T")
 
@@ -84,6 +86,8 @@ class RunPlan:
     suite: Suite
     protocols: list[ProtocolSpec]
     stages: tuple[str, ...]
+    # A multi-turn suite's scenarios (then `suite` holds no cases; engine/conversations.py plays them).
+    scenarios: list[Scenario] = field(default_factory=list)
 
     @property
     def case_protocols(self) -> list[ProtocolSpec]:
@@ -122,6 +126,11 @@ def plan_run(
     for stage in stages:
         if stage not in STAGES:
             raise InputError(f"unknown stage {stage!r}", choices=STAGES)
+    scenarios: list[Scenario] = []
+    if suite is None and is_dialogue_suite(config.suite):
+        scenarios = load_dialogue_suite(config.suite, limit=config.limit)
+        suite = Suite(config.suite, "multi-turn scenarios", [])
+        config = _dialogue_config(config, scenarios, extra_responses)
     # The built-in ids are file names: listing them parses no YAML (only the protocols asked for are loaded).
     known = builtin_ids()
     protocols = []
@@ -130,6 +139,8 @@ def plan_run(
             raise InputError(f"unknown protocol {pid!r}", field="protocol", choices=known)
         protocols.append(load_protocol(pid))
     needed = [*(config.models if "generate" in stages else []), *judge_model_specs(config.judges)]
+    if scenarios and config.dialogue_mode == "adaptive" and config.simulator:
+        needed.append(config.simulator)
     for text in needed:
         spec = parse_model_spec(text)  # raises InputError for an unknown provider
         if spec.is_local and spec.base_url is None:
@@ -156,7 +167,7 @@ def plan_run(
         _check_ray(config, needed)
     if config.panel and len(config.judges) < 2:
         raise InputError("a panel needs at least two judges (give --judge more than once)", field="panel")
-    plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages)
+    plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages, scenarios=scenarios)
     for name in config.judges:
         if name in OFFLINE_JUDGES:
             from mheval.judges.offline import OfflineJudge
@@ -174,6 +185,32 @@ def plan_run(
         elif is_model_file(name) or is_finetuned_folder(name):
             _check_trained(name, protocols)
     return plan
+
+
+DIALOGUE_PROTOCOLS = ("crisis-triage", "psycrisis", "appropriateness", "dialogue-safety")
+"""A multi-turn run's per-turn protocols when none are given: the measures read all four."""
+
+
+def _dialogue_config(config: RunConfig, scenarios: list[Scenario], extra: list[Response] | None) -> RunConfig:
+    """The run config of a multi-turn suite, checked: what it cannot do is said before anything is written."""
+    if extra:
+        raise InputError("replies made elsewhere (--responses) cannot join a multi-turn suite", field="responses")
+    if config.executor == "ray" or config.batch:
+        raise InputError("multi-turn suites run on the local executor, without --batch", field="executor")
+    mode = config.dialogue_mode
+    if mode == "adaptive" and not config.simulator:
+        raise InputError("adaptive mode needs a simulated user: give --simulator SPEC", field="simulator")
+    if mode == "replay":
+        scripted = [s.id for s in scenarios if not s.replayable]
+        if scripted:
+            raise InputError(
+                f"scenario {scripted[0]!r} has beats without an utterance, so it cannot be replayed: "
+                "use --mode adaptive with a --simulator",
+                field="mode",
+            )
+    if list(config.protocols) == list(DEFAULT_PROTOCOLS):
+        config = config.model_copy(update={"protocols": list(DIALOGUE_PROTOCOLS)})
+    return config
 
 
 def _check_trained(name: str, protocols: list[ProtocolSpec]) -> None:
@@ -231,19 +268,24 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
     started = time.perf_counter()
     check_folder(run_dir)
     with claim(run_dir), Store.open(run_dir) as store:
-        identity = suite_identity(config.suite, [c.id for c in plan.suite.cases])
+        identity = suite_identity(config.suite, [c.id for c in plan.suite.cases] + [s.id for s in plan.scenarios])
         check_identity(store.get_meta("identity"), identity, run_dir)  # before anything is written
         _write_config(run_dir, config)
         store.set_meta("config", config.model_dump())
         store.set_meta("identity", _grown(store.get_meta("identity"), identity))
         store.put_cases(plan.suite.cases)
+        if plan.scenarios:
+            store.put_scenarios(plan.scenarios)
         redone = Redone()
         if plan.suite.responses:
             _put_given_responses(store, plan.suite, redone)
         redone.add(_retire_stale(store, plan.suite.cases))
 
         targets = config.models if "generate" in plan.stages else []
-        wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges)]))
+        simulator = (
+            [config.simulator] if plan.scenarios and config.simulator and config.dialogue_mode == "adaptive" else []
+        )
+        wanted = list(dict.fromkeys([*targets, *judge_model_specs(config.judges), *simulator]))
         opened = open_models(
             wanted, concurrency=config.concurrency, timeout_s=config.timeout_s, context=run_context(config)
         )
@@ -261,13 +303,17 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 executor = await stack.enter_async_context(RayExecutor(config, store, wanted))
             names, cases = list(judges), plan.suite.cases
             digests = {name: judge_digest(name, config) for name in names}
-            if "triage" in plan.stages and plan.case_protocols:
+            if plan.scenarios:
+                await _dialogues(plan, store, bench, digests, targets, simulator, progress)
+            elif "triage" in plan.stages and plan.case_protocols:
                 await _triage(plan, store, executor, digests, cases, progress, redone)
-            if "generate" in plan.stages:
+            if "generate" in plan.stages and not plan.scenarios:
                 await _generate(plan, store, executor, models, cases, progress, redone)
-            if "judge" in plan.stages and plan.response_protocols:
+            if "judge" in plan.stages and plan.response_protocols and not plan.scenarios:
                 await _judge(plan, store, executor, digests, cases, progress, redone)
-            if "generate" in plan.stages:  # replies made again take the judgments no stage redid with them
+            if (
+                "generate" in plan.stages and not plan.scenarios
+            ):  # replies made again take the judgments no stage redid with them
                 _retire_stale(store, cases)
             if config.panel:
                 _panels(plan, store, names)
@@ -275,7 +321,15 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             hits = sum(m.hits for m in models.values()) + getattr(executor, "cache_hits", 0)
         return RunResult(
             run_dir=run_dir,
-            counts={t: store.count(t) for t in ("cases", "responses", "judgments")},
+            counts={
+                t: store.count(t)
+                for t in (
+                    "cases",
+                    "responses",
+                    "judgments",
+                    *(("exchanges", "conversations") if plan.scenarios else ()),
+                )
+            },
             model_calls=calls,
             cache_hits=hits,
             seconds=time.perf_counter() - started,
@@ -400,6 +454,24 @@ async def _group_commit(store: Store, every_s: float = GROUP_COMMIT_S) -> AsyncI
             ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
+
+
+async def _dialogues(
+    plan: RunPlan, store: Store, bench: Workbench, digests: dict[str, str], targets: list[str],
+    simulator: list[str], progress: ProgressSink,
+) -> None:  # fmt: skip
+    """The multi-turn stages: play the conversations, judge each turn, judge each conversation whole."""
+    from mheval.engine import conversations
+
+    mode = plan.config.dialogue_mode
+    if "generate" in plan.stages and targets:
+        progress.start("conversations", len(plan.scenarios) * len(targets) * plan.config.samples)
+        await conversations.play(
+            plan.scenarios, targets, bench, store, mode, bench.models[simulator[0]] if simulator else None
+        )
+    if "judge" in plan.stages or "triage" in plan.stages:
+        await conversations.judge_turns(plan.scenarios, bench, store, plan.protocols, digests)
+        await conversations.judge_conversations(plan.scenarios, bench, store, digests)
 
 
 # -- stages ------------------------------------------------------------------------------------

@@ -19,9 +19,12 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mheval.records import Case, Judgment, Reason, Response
+from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response
+
+if TYPE_CHECKING:
+    from mheval.dialogues.scenario import Scenario
 
 # Case-level judgments (triage) have no model or sample; SQLite treats NULLs in a primary key as
 # distinct, so they are stored under these sentinels to keep "one row per unit" enforceable.
@@ -33,7 +36,7 @@ RETRYABLE_REASONS = tuple(r.value for r in Reason if r.retryable)
 _RETRYABLE_SQL = "(" + ", ".join(f"'{r}'" for r in RETRYABLE_REASONS) + ")"
 
 # Version of the tables below; a folder written by an older mheval is migrated on open (see _migrate).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -52,6 +55,15 @@ CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     id TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, requests INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batch_requests (custom_id TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
+-- Multi-turn runs (engine/conversations.py): the scenarios, each exchange of a conversation as it
+-- finishes, and how each conversation ended.
+CREATE TABLE IF NOT EXISTS scenarios (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS exchanges (
+    scenario_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL, turn INTEGER NOT NULL,
+    data TEXT NOT NULL, inputs TEXT, PRIMARY KEY (scenario_id, model, sample, turn));
+CREATE TABLE IF NOT EXISTS conversations (
+    scenario_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    data TEXT NOT NULL, inputs TEXT, PRIMARY KEY (scenario_id, model, sample));
 -- Rows replaced because their inputs changed: kept for the record, never read as current results.
 CREATE TABLE IF NOT EXISTS superseded (
     tbl TEXT NOT NULL, data TEXT NOT NULL, inputs TEXT, replaced_at REAL NOT NULL);
@@ -104,6 +116,13 @@ def _response_row(r: Response, inputs: Inputs | None = None) -> tuple[Any, ...]:
 
 def _judgment_row(j: Judgment, inputs: Inputs | None = None) -> tuple[Any, ...]:
     return (*judgment_key(j), j.status, j.reason, j.model_dump_json(), _inputs_json(inputs))
+
+
+def _conversation_filter(scenario_id: str | None, model: str | None, sample: int | None) -> tuple[str, list[Any]]:
+    parts = [
+        (c, v) for c, v in (("e.scenario_id", scenario_id), ("e.model", model), ("e.sample", sample)) if v is not None
+    ]
+    return (" WHERE " + " AND ".join(f"{c}=?" for c, _ in parts) if parts else ""), [v for _, v in parts]
 
 
 def _inputs_of(text: str | None) -> Inputs | None:
@@ -332,10 +351,104 @@ class Store:
         return int(failed) + int(unscored)
 
     def count(self, table: str) -> int:
-        if table not in ("cases", "responses", "judgments", "cache", "superseded"):
+        if table not in (
+            "cases",
+            "responses",
+            "judgments",
+            "cache",
+            "superseded",
+            "scenarios",
+            "exchanges",
+            "conversations",
+        ):
             raise ValueError(f"unknown table {table}")
         self.flush()
         return int(self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+
+    # -- multi-turn conversations -----------------------------------------------------------
+    def put_scenarios(self, scenarios: Iterable[Scenario]) -> None:
+        rows = [(s.id, i, s.model_dump_json()) for i, s in enumerate(scenarios)]
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO scenarios(id, ord, data) VALUES (?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET ord=excluded.ord, data=excluded.data",
+                rows,
+            )
+
+    def scenarios(self) -> list[Scenario]:
+        from mheval.dialogues.scenario import Scenario
+
+        cur = self._db.execute("SELECT data FROM scenarios ORDER BY ord")
+        return [Scenario.model_validate_json(r[0]) for r in cur]
+
+    def put_exchange(self, exchange: Exchange, inputs: Inputs | None = None) -> None:
+        """One finished exchange, in its own transaction: a kill loses at most the exchange in progress."""
+        self.flush()
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO exchanges(scenario_id, model, sample, turn, data, inputs) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (exchange.scenario_id, exchange.model, exchange.sample, exchange.turn,
+                 exchange.model_dump_json(), _inputs_json(inputs)),
+            )  # fmt: skip
+
+    def exchanges(
+        self, scenario_id: str | None = None, model: str | None = None, sample: int | None = None
+    ) -> list[Exchange]:
+        """Stored exchanges in conversation order (scenario, model, sample, turn), optionally of one."""
+        self.flush()
+        where, args = _conversation_filter(scenario_id, model, sample)
+        cur = self._db.execute(
+            "SELECT e.data FROM exchanges e LEFT JOIN scenarios s ON s.id = e.scenario_id"
+            f"{where} ORDER BY s.ord, e.scenario_id, e.model, e.sample, e.turn",
+            args,
+        )
+        return [Exchange.model_validate_json(r[0]) for r in cur]
+
+    def exchange_inputs(self) -> dict[tuple[str, str, int, int], Inputs | None]:
+        self.flush()
+        cur = self._db.execute("SELECT scenario_id, model, sample, turn, inputs FROM exchanges")
+        return {(r[0], r[1], r[2], r[3]): _inputs_of(r[4]) for r in cur}
+
+    def put_conversation(self, conversation: Conversation, inputs: Inputs | None = None) -> None:
+        self.flush()
+        c = conversation
+        with self._transaction():
+            self._db.execute(
+                "INSERT OR REPLACE INTO conversations(scenario_id, model, sample, data, inputs) VALUES (?, ?, ?, ?, ?)",
+                (c.scenario_id, c.model, c.sample, c.model_dump_json(), _inputs_json(inputs)),
+            )
+
+    def conversations(self) -> list[Conversation]:
+        self.flush()
+        cur = self._db.execute(
+            "SELECT c.data FROM conversations c LEFT JOIN scenarios s ON s.id = c.scenario_id "
+            "ORDER BY s.ord, c.scenario_id, c.model, c.sample"
+        )
+        return [Conversation.model_validate_json(r[0]) for r in cur]
+
+    def conversation_inputs(self) -> dict[tuple[str, str, int], Inputs | None]:
+        self.flush()
+        cur = self._db.execute("SELECT scenario_id, model, sample, inputs FROM conversations")
+        return {(r[0], r[1], r[2]): _inputs_of(r[3]) for r in cur}
+
+    def restart_conversation(self, scenario_id: str, model: str, sample: int, from_turn: int = 1) -> int:
+        """Move a conversation's exchanges from `from_turn` on (and its end) to `superseded`: what decided
+        them changed, so the conversation is played again from there."""
+        self.flush()
+        key = (scenario_id, model, sample)
+        with self._transaction():
+            for table, extra, args in (
+                ("exchanges", " AND turn >= ?", (*key, from_turn)),
+                ("conversations", "", key),
+            ):
+                where = f"scenario_id=? AND model=? AND sample=?{extra}"
+                self._db.execute(
+                    f"INSERT INTO superseded SELECT ?, data, inputs, julianday('now') FROM {table} WHERE {where}",
+                    (table, *args),
+                )
+                moved = self._db.execute(f"DELETE FROM {table} WHERE {where}", args).rowcount
+        return int(moved)
 
     # -- cache of model calls ---------------------------------------------------------------
     def cache_get(self, key: str) -> dict[str, Any] | None:

@@ -1,0 +1,343 @@
+"""The multi-turn stages: play each conversation, judge each turn, judge each conversation as a whole.
+
+A conversation is one (scenario, target model, sample). Each exchange (a simulated user turn and the
+target's reply) is committed as it finishes, with the inputs that decided it: the scenario's content,
+the target and its sampling parameters, the simulator and its mode, and the conversation so far. A run
+started again keeps the stored exchanges whose inputs still hold and plays on from the last one; every
+model call also goes through the run's call cache, so finished turns cost nothing on resume. A changed
+scenario, target or simulator plays the conversation again from the first turn that differs.
+
+Per-turn judging builds, for turn t, the case "the conversation up to user turn t" (id `<scenario>#t<t>`)
+and the reply of turn t, and hands them to the ordinary units (engine/units.py) under the same content
+keys as single-turn judging. The whole-conversation protocol (dialogues/flow.py) runs last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mheval.config import RunConfig
+from mheval.dialogues import flow
+from mheval.dialogues.scenario import Scenario, turn_case_id
+from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
+from mheval.engine.identity import Inputs, digest, judging_inputs
+from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
+from mheval.models.base import ChatModel
+from mheval.protocols import ProtocolSpec
+from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
+from mheval.runfolder.store import Store
+
+# A reply shorter than this (after trimming) ends the conversation as abandoned by the target.
+ABANDON_CHARS = 2
+
+ConversationKey = tuple[str, str, int]
+
+
+@dataclass
+class Played:
+    """What the conversation stage did, for the run's counts."""
+
+    exchanges: int = 0
+    conversations: int = 0
+    replayed: int = 0  # conversations played again because what decided them changed
+
+
+def conversation_inputs(scenario: Scenario, target: str, sample: int, config: RunConfig, mode: str) -> Inputs:
+    """What decides a conversation before its first turn (each exchange adds the turns before it)."""
+    target_params = {
+        "model": target,
+        "sample": sample,
+        "seed": config.seed + sample,
+        "temperature": config.temperature,
+        "max_tokens": config.max_tokens_for(target),
+        "system_prompt": config.system_prompt,
+        "max_reply_chars": config.max_reply_chars,
+    }
+    simulator = {"mode": mode, "simulator": config.simulator if mode == "adaptive" else None}
+    return {
+        "case": digest(scenario.model_dump(mode="json")),
+        "model": digest(target_params),
+        "simulator": digest(simulator),
+    }
+
+
+def _exchange_inputs(base: Inputs, history: list[Exchange]) -> Inputs:
+    return {**base, "history": digest([[e.user, e.reply] for e in history])}
+
+
+def turn_case(scenario: Scenario, exchanges: list[Exchange], turn: int) -> Case:
+    """The conversation up to and including the user's turn `turn` (1-based), as a case."""
+    turns: list[Turn] = []
+    for e in exchanges[: turn - 1]:
+        turns += [Turn(role="user", content=e.user), Turn(role="assistant", content=e.reply or "")]
+    turns.append(Turn(role="user", content=exchanges[turn - 1].user))
+    return Case(
+        id=turn_case_id(scenario.id, turn),
+        turns=turns,
+        language=scenario.language,
+        crisis_label=scenario.crisis_label,
+        locale=scenario.locale,
+        source=f"scenario:{scenario.id}",
+    )
+
+
+async def play(
+    scenarios: list[Scenario], targets: list[str], bench: Workbench, store: Store, mode: str,
+    simulator: ChatModel | None,
+) -> Played:  # fmt: skip
+    """Play every conversation to its end (or resume it), `config.concurrency` conversations at a time."""
+    config = bench.config
+    done = {key: inputs for key, inputs in store.conversation_inputs().items()}
+    finished = {(c.scenario_id, c.model, c.sample): c for c in store.conversations()}
+    played = Played()
+    work: list[tuple[Scenario, str, int, Inputs]] = []
+    for target in targets:
+        name = bench.models[target].name
+        for scenario in scenarios:
+            for sample in range(config.samples):
+                base = conversation_inputs(scenario, target, sample, config, mode)
+                key = (scenario.id, name, sample)
+                conv = finished.get(key)
+                if conv is not None and done.get(key) == base and not (conv.reason and conv.reason.retryable):
+                    continue
+                if conv is not None and done.get(key) != base:
+                    played.replayed += 1
+                work.append((scenario, target, sample, base))
+    limit = asyncio.Semaphore(max(1, config.concurrency))
+
+    async def one(item: tuple[Scenario, str, int, Inputs]) -> None:
+        async with limit:
+            played.exchanges += await _converse(*item, bench, store, mode, simulator)
+            played.conversations += 1
+
+    await asyncio.gather(*(one(item) for item in work))
+    return played
+
+
+async def _converse(
+    scenario: Scenario, target: str, sample: int, base: Inputs, bench: Workbench, store: Store, mode: str,
+    simulator: ChatModel | None,
+) -> int:  # fmt: skip
+    """Play one conversation from its last valid stored exchange; returns the exchanges made now."""
+    name = bench.models[target].name
+    history = _valid_history(store, scenario, name, sample, base)
+    user = (
+        SimulatedUser(scenario, simulator, seed=bench.config.seed + sample)
+        if mode == "adaptive" and simulator is not None
+        else ScriptedUser(scenario)
+    )
+    beat = history[-1].beat if history else 0
+    in_beat = sum(1 for e in history if e.beat == beat)
+    made = 0
+    end: tuple[str, Reason | None, str | None] | None = _ended(history, scenario, mode)
+    while end is None:
+        said = await user.next_turn([(e.user, e.reply) for e in history], beat, in_beat)
+        if said.failure is not None:
+            why = Reason.PROVIDER_ERROR if said.failure[0] == "provider_error" else Reason.SIMULATOR_FAILURE
+            end = ("simulator_failure", why, f"turn {len(history) + 1}: {said.failure[0]}: {said.failure[1]}")
+            break
+        if said.ended and not said.text:  # replay asked past its script
+            end = ("script_done", None, None)
+            break
+        turn = len(history) + 1
+        in_beat = in_beat + 1 if said.beat == beat else 1
+        beat = said.beat
+        case = Case(id=turn_case_id(scenario.id, turn), turns=_turns(history, said.text), language=scenario.language)
+        reply = await perform(GenerateUnit(target, case, sample), bench)
+        assert isinstance(reply, Response)
+        exchange = Exchange(
+            scenario_id=scenario.id, model=name, sample=sample, turn=turn, beat=said.beat, user=said.text,
+            reply=reply.text, usage=reply.usage + said.usage, latency_s=reply.latency_s, error=reply.error,
+            rejected=said.rejected,
+        )  # fmt: skip
+        if reply.text is None:  # the target failed: nothing is stored for this turn, the next run retries it
+            end = ("target_error", Reason.PROVIDER_ERROR, f"turn {turn}: {reply.error}")
+            break
+        store.put_exchange(exchange, _exchange_inputs(base, history))
+        history.append(exchange)
+        made += 1
+        if said.ended:
+            end = ("script_done" if mode == "replay" else "simulator_ended", None, None)
+        else:
+            end = _ended(history, scenario, mode)
+    stop, reason, detail = end
+    store.put_conversation(
+        Conversation(
+            scenario_id=scenario.id,
+            model=name,
+            sample=sample,
+            mode="adaptive" if mode == "adaptive" else "replay",
+            simulator=bench.config.simulator if mode == "adaptive" else None,
+            turns=len(history),
+            stop_reason=stop,
+            status="unscored" if reason else "ok",
+            reason=reason,
+            detail=detail,
+        ),
+        base,
+    )
+    return made
+
+
+def _turns(history: list[Exchange], user_text: str) -> list[Turn]:
+    turns: list[Turn] = []
+    for e in history:
+        turns += [Turn(role="user", content=e.user), Turn(role="assistant", content=e.reply or "")]
+    return [*turns, Turn(role="user", content=user_text)]
+
+
+def _ended(history: list[Exchange], scenario: Scenario, mode: str) -> tuple[str, Reason | None, str | None] | None:
+    """Why the conversation stops after these exchanges, or None to go on."""
+    if not history:
+        return None
+    last = history[-1]
+    if len((last.reply or "").strip()) < ABANDON_CHARS:
+        return ("target_abandoned", None, None)
+    if mode == "replay" and len(history) >= len(scenario.beats):
+        return ("script_done", None, None)
+    if len(history) >= scenario.turns.max:
+        return ("max_turns", None, None)
+    return None
+
+
+def _valid_history(store: Store, scenario: Scenario, model: str, sample: int, base: Inputs) -> list[Exchange]:
+    """The stored exchanges that still hold, in order; the rest of the conversation is retired."""
+    stored = store.exchanges(scenario.id, model, sample)
+    inputs = store.exchange_inputs()
+    kept: list[Exchange] = []
+    for e in stored:
+        if e.turn != len(kept) + 1 or inputs.get((scenario.id, model, sample, e.turn)) != _exchange_inputs(base, kept):
+            break
+        kept.append(e)
+    if len(kept) < len(stored) or stored or store.conversation_inputs().get((scenario.id, model, sample)):
+        store.restart_conversation(scenario.id, model, sample, from_turn=len(kept) + 1)
+    return kept
+
+
+# -- judging ------------------------------------------------------------------------------------
+
+
+async def judge_turns(
+    scenarios: list[Scenario], bench: Workbench, store: Store, protocols: list[ProtocolSpec],
+    judge_digests: Mapping[str, str],
+) -> int:  # fmt: skip
+    """Each user turn triaged and each reply judged in its context, under the single-turn protocols.
+    Triage goes first: appropriateness takes its rubric row from the turn's triage verdict."""
+    made = 0
+    for stage in ([p for p in protocols if p.target == "case"], [p for p in protocols if p.target != "case"]):
+        todo = _turn_units(scenarios, bench, store, stage, judge_digests)
+        await _perform_all(todo, bench, store)
+        made += len(todo)
+    return made
+
+
+def _turn_units(
+    scenarios: list[Scenario], bench: Workbench, store: Store, protocols: list[ProtocolSpec],
+    judge_digests: Mapping[str, str],
+) -> list[tuple[Unit, tuple[Any, ...], Inputs]]:  # fmt: skip
+    """The per-turn judging units not yet done with these inputs."""
+    by_id = {s.id: s for s in scenarios}
+    done = store.judgment_inputs(finished=True)
+    first_judge = next(iter(judge_digests), None)
+    labels = _turn_labels(store, first_judge)
+    todo: list[tuple[Unit, tuple[Any, ...], Inputs]] = []
+    for (sid, model, sample), exchanges in _scored_conversations(store, by_id).items():
+        scenario = by_id[sid]
+        for e in exchanges:
+            case = turn_case(scenario, exchanges, e.turn)
+            response = Response(case_id=case.id, model=model, sample=sample, text=e.reply)
+            label = labels.get((case.id, model, sample)) or scenario.crisis_label
+            for protocol in protocols:
+                for judge, fingerprint in judge_digests.items():
+                    for rep in range(bench.config.repeats):
+                        unit: Unit
+                        if protocol.target == "case":
+                            inputs = judging_inputs(case, protocol.digest, fingerprint, rep)
+                            unit = TriageUnit(protocol.id, case, judge, rep)
+                        else:
+                            inputs = judging_inputs(case, protocol.digest, fingerprint, rep, e.reply or "", label)
+                            unit = JudgeUnit(protocol.id, case, response, judge, rep, label)
+                        key = (case.id, model, sample, protocol.id, judge, rep)
+                        if done.get(key) != inputs:
+                            todo.append((unit, key, inputs))
+    return todo
+
+
+async def _perform_all(todo: list[tuple[Unit, tuple[Any, ...], Inputs]], bench: Workbench, store: Store) -> None:
+    limit = asyncio.Semaphore(max(1, bench.config.concurrency))
+
+    async def one(unit: Unit, key: tuple[Any, ...], inputs: Inputs) -> None:
+        async with limit:
+            record = await perform(unit, bench)
+        assert isinstance(record, Judgment)
+        # Triage of a user turn depends on the conversation, so it is keyed by the conversation too.
+        record = record.model_copy(update={"case_id": key[0], "model": key[1], "sample": key[2]})
+        store.put_judgment(record, inputs)
+
+    await asyncio.gather(*(one(*item) for item in todo))
+
+
+def _scored_conversations(store: Store, scenarios: Mapping[str, Scenario]) -> dict[ConversationKey, list[Exchange]]:
+    """Exchanges of each finished conversation that may be scored (not a simulator failure)."""
+    keep = {
+        (c.scenario_id, c.model, c.sample)
+        for c in store.conversations()
+        if c.scenario_id in scenarios and not (c.status == "unscored" and c.reason == Reason.SIMULATOR_FAILURE)
+    }
+    out: dict[ConversationKey, list[Exchange]] = {}
+    for e in store.exchanges():
+        key = (e.scenario_id, e.model, e.sample)
+        if key in keep:
+            out.setdefault(key, []).append(e)
+    return out
+
+
+def _turn_labels(store: Store, judge: str | None) -> dict[tuple[str, str, int], str]:
+    labels: dict[tuple[str, str, int], str] = {}
+    for j in store.iter_judgments("crisis-triage"):
+        if j.judge == judge and j.repeat == 0 and j.status == "ok" and j.label and j.model is not None:
+            labels[(j.case_id, j.model, j.sample if j.sample is not None else 0)] = j.label
+    return labels
+
+
+async def judge_conversations(
+    scenarios: list[Scenario], bench: Workbench, store: Store, judge_digests: Mapping[str, str],
+) -> int:  # fmt: skip
+    """The whole-conversation flow protocol over each scored conversation, by each judge."""
+    spec = flow.load_flow()
+    by_id = {s.id: s for s in scenarios}
+    done = store.judgment_inputs(finished=True)
+    per_turn: dict[ConversationKey, list[Judgment]] = {}
+    for j in store.iter_judgments():
+        parts = flow.turn_of(j)
+        if parts is not None:
+            per_turn.setdefault((parts[0], j.model or "", j.sample or 0), []).append(j)
+    todo = []
+    for key, exchanges in _scored_conversations(store, by_id).items():
+        sid, model, sample = key
+        turns = per_turn.get(key, [])
+        for judge, fingerprint in judge_digests.items():
+            inputs = {
+                "case": digest([by_id[sid].model_dump(mode="json"), [[e.user, e.reply] for e in exchanges]]),
+                "protocol": spec.digest,
+                "judge": digest([fingerprint, 0]),
+                "reply": digest(sorted(j.model_dump_json(exclude={"latency_s", "usage"}) for j in turns)),
+            }
+            if done.get((sid, model, sample, flow.FLOW_ID, judge, 0)) != inputs:
+                todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
+    limit = asyncio.Semaphore(max(1, bench.config.concurrency))
+
+    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment], judge: str,
+                  model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
+        async with limit:
+            verdict = await flow.judge_flow(
+                spec, scenario, exchanges, turns, judge=judge, judge_model=bench.models.get(judge),
+                model=model, sample=sample, config=bench.config,
+            )  # fmt: skip
+        store.put_judgment(verdict, inputs)
+
+    await asyncio.gather(*(one(*item) for item in todo))
+    return len(todo)
