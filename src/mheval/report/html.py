@@ -30,6 +30,7 @@ from mheval.report.tables import (
     report_tables,
     ungrounded_definition,
 )
+from mheval.runfolder.store import Store
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 REPORT_NAME = "report.html"
@@ -440,11 +441,19 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
             ungrounded_definition(UNGROUNDED_CLAIMS),
         ],
         "cjk_families": figures.CJK_FAMILIES,
+        "multiturn": _multiturn(t.run.run_dir, redact),
     }
     html = _environment().get_template("report.html.j2").render(**context)
     # NUL and other control characters from replies, ids or rationales are parse errors in HTML (and
     # a NUL truncates the page for some readers): shown as U+FFFD, once, over the whole page.
     return _CONTROL_CHARS.sub("\ufffd", html)
+
+
+def _multiturn(run_dir: Path, redact: bool) -> dict[str, Any] | None:
+    from mheval.report.multiturn import section
+
+    with Store.open_existing(run_dir) as store:
+        return section(store, redact=redact)
 
 
 def write_report(
