@@ -51,6 +51,16 @@ LimitOpt = Annotated[int | None, typer.Option("--limit", help="Use only the firs
 OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<suite>-<hash>).")]
 ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
 MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
+SimulatorOpt = Annotated[
+    str | None,
+    typer.Option("--simulator", help="Multi-turn suites: the model spec that plays the user (adaptive mode)."),
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode", help="Multi-turn suites: replay (each beat's fixed words) or adaptive (the simulator writes them)."
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 ExecutorOpt = Annotated[
     str | None,
@@ -193,9 +203,12 @@ def run(
     batch: BatchOpt = None,
     executor: ExecutorOpt = None,
     ray_address: RayAddressOpt = None,
+    simulator: SimulatorOpt = None,
+    mode: ModeOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """The whole pipeline: triage, generate, judge. Run it again to resume."""
+    """The whole pipeline: triage, generate, judge (for a multi-turn suite: play, judge each turn, judge
+    each conversation). Run it again to resume."""
     cfg = _config(
         config,
         out_dir,
@@ -215,6 +228,8 @@ def run(
         batch=batch,
         executor=executor,
         ray_address=ray_address,
+        simulator=simulator,
+        mode=mode,
     )
     _execute(cfg, ("triage", "generate", "judge"), quiet)
 
@@ -599,10 +614,15 @@ def suites_show(
     name: str,
     limit: Annotated[int, typer.Option(help="Cases to print.")] = 5,
 ) -> None:
-    """Counts of a suite by language, label and locale, and its first cases."""
+    """Counts of a suite by language, label and locale, and its first cases (or scenarios)."""
     from collections import Counter
 
     from mheval.suites import load_suite
+    from mheval.suites.dialogues import is_dialogue_suite
+
+    if is_dialogue_suite(name):
+        _show_scenarios(name, limit)
+        return
 
     suite = load_suite(name)
     cases = suite.cases
@@ -622,6 +642,47 @@ def suites_show(
         out.print(Text.assemble("\n", (case.id, "bold"), f" ({case.language}, {case.locale}, {case.crisis_label})"))
         for turn in case.turns:
             out.print(Text(f"  {turn.role}: {turn.content}"), soft_wrap=True)
+
+
+def _show_scenarios(name: str, limit: int) -> None:
+    from collections import Counter
+
+    from mheval.suites.dialogues import DIALOGUE_SUITES, load_dialogue_suite
+
+    scenarios = load_dialogue_suite(name)
+    description = DIALOGUE_SUITES[name][1] if name in DIALOGUE_SUITES else "scenario files"
+    out.print(Text.assemble((name, "bold"), ": ", description))
+    out.print(f"{len(scenarios)} scenarios, {sum(len(s.beats) for s in scenarios)} beats", highlight=False)
+    for title, counter in (
+        ("language", Counter(s.language for s in scenarios)),
+        ("family", Counter(s.family for s in scenarios)),
+        ("crisis_label", Counter(s.crisis_label for s in scenarios)),
+        ("risk_level", Counter(s.risk_level for s in scenarios)),
+    ):
+        out.print(
+            f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
+        )
+    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    table = Table("id", "lang", "family", "risk", "beats", "turns", "title")
+    for s in scenarios[:limit] if limit else scenarios:
+        table.add_row(*(Text(str(v)) for v in (s.id, s.language, s.family, s.risk_level, len(s.beats),
+                                                f"{s.turns.min}-{s.turns.max}", s.title)))  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+def transcript(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder of a multi-turn suite.")],
+    scenario: Annotated[str, typer.Argument(help="The scenario id.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Only this target model.")] = None,
+    sample: Annotated[int | None, typer.Option("--sample", help="Only this sample.")] = None,
+) -> None:
+    """One conversation with the verdict of every turn and of the whole conversation."""
+    from mheval.report.multiturn import transcript_text
+
+    text = transcript_text(run_dir, scenario, model=model, sample=sample)
+    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    out.print(Text(text), soft_wrap=True)
 
 
 @protocols_app.command("list")

@@ -56,7 +56,10 @@ _SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 def list_suites() -> list[tuple[str, str]]:
     """(name, one-line description) for the built-in suites, then the `FORMAT:PATH` forms."""
+    from mheval.suites.dialogues import DIALOGUE_SUITES
+
     out = [(name, desc) for name, (_, desc) in BUILTINS.items()]
+    out += [(name, f"multi-turn: {desc}") for name, (_, desc) in DIALOGUE_SUITES.items()]
     out += [(f"{fmt}:PATH", desc) for fmt, desc in FORMATS.items()]
     return out
 
