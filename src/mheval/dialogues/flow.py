@@ -213,11 +213,11 @@ def render_prompt(spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange])
 
 
 async def llm_flow(
-    spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange], model: ChatModel, config: RunConfig, **ids: Any
+    spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange], chat: ChatModel, config: RunConfig, **ids: Any
 ) -> Judgment:
     messages = [{"role": "user", "content": render_prompt(spec, scenario, exchanges)}]
     try:
-        c = await model.complete(
+        c = await chat.complete(
             messages, temperature=config.judge_temperature, max_tokens=config.judge_max_tokens, seed=config.seed
         )
     except ModelError as exc:

