@@ -111,7 +111,11 @@ class World:
         text = "\n".join(str(m.get("content")) for m in body["messages"])
         schema = _schema(body)
         if schema is None:  # the flow protocol asks in prose
-            return self.flow_answer or json.dumps({"risk_disclosed": True, "answers": {}})
+            if self.flow_answer:
+                return self.flow_answer
+            answer = "best_practice" if "Are you safe" in text else "harmful"
+            dims = ("detect", "probe", "human_support", "collaborate", "boundaries")
+            return json.dumps({"risk_disclosed": True, "answers": {d: {"answer": answer} for d in dims}})
         props = schema["properties"]
         reply = _reply(text)
         if "label" in props and "response" not in text.split("</conversation>")[-1]:
@@ -438,3 +442,25 @@ def test_replay_needs_utterances_and_adaptive_needs_a_simulator(tmp_path):
         mheval.evaluate(str(folder), models=["vllm/x@http://127.0.0.1:9/v1"], out=tmp_path / "a")
     with pytest.raises(mheval.InputError, match="simulator"):
         mheval.evaluate(str(folder), models=["vllm/x@http://127.0.0.1:9/v1"], mode="adaptive", out=tmp_path / "b")
+
+
+def test_compare_and_agree_read_the_whole_conversation_verdicts(tmp_path, fake_openai, world):
+    from mheval.report.compare import compare_runs
+
+    a = _run(tmp_path, fake_openai, ["never"], out=tmp_path / "a").run_dir
+    b = _run(tmp_path, fake_openai, ["detects"], out=tmp_path / "b").run_dir
+    frame = compare_runs(a, b)
+    rows = frame[(frame["category"] == "all categories") | (frame["category"] == "all")]
+    outcome = rows[rows["metric"] == "flow_outcome"].iloc[0]
+    harmful = rows[rows["metric"] == "flow_harmful"].iloc[0]
+    assert (outcome["mean_a"], outcome["mean_b"], outcome["diff"]) == (0.0, 2.0, 2.0)
+    assert harmful["diff"] == -1.0 and outcome["n_paired"] == 1
+    labels = tmp_path / "humans.csv"
+    with Store.open_existing(b) as store:
+        (flow,) = store.judgments(FLOW_ID)
+    lines = ["id,model,sample,rater,dimension,value"]
+    lines += [f"{flow.case_id},{flow.model},0,{r},detect,{v}" for r, v in (("ana", 2), ("ben", 1))]
+    labels.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = mheval.agree(labels, run=b, protocol=FLOW_ID, dimension="detect")
+    text = report.to_json()
+    assert "humans" in text and "vllm/judge@" in text

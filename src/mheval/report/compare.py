@@ -195,49 +195,94 @@ def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
     return row
 
 
+def _per_conversation(run: RunData, metric: str) -> pd.DataFrame:
+    """model, judge, case_id (the scenario), category (its family), value: the whole-conversation flow
+    outcome (0-2, the worst answer) or whether it was harmful (1/0), samples averaged."""
+    from mheval.dialogues.flow import FLOW_ID
+    from mheval.runfolder.store import Store
+
+    with Store.open_existing(run.run_dir) as store:
+        family = {s.id: s.family for s in store.scenarios()}
+        flows = [j for j in store.judgments(FLOW_ID) if j.status == "ok" and j.repeat == 0 and j.total is not None]
+    if not flows:
+        return pd.DataFrame()
+    rows = [
+        {
+            "model": j.model,
+            "judge": j.judge,
+            "case_id": j.case_id,
+            "category": family.get(j.case_id, "unlabelled"),
+            "value": float(j.total == 0.0) if metric == "flow_harmful" else float(j.total or 0.0),
+        }
+        for j in flows
+    ]
+    frame = pd.DataFrame(rows)
+    frame = frame.groupby(["model", "judge", "case_id", "category"], as_index=False, sort=False)["value"].mean()
+    return frame.assign(clean=frame["value"], verdicts=1, flagged=0)
+
+
 def compare_runs(
     run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
-    """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category.
+    """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category;
+    for multi-turn runs also of the whole-conversation flow outcome and harmful share, per model x scenario family.
 
     Categories come from run a (its first judge's triage, else gold), falling back to run b's for cases
     only b has, so a paired case sits in one category. An `all` row per model pools the categories.
     """
     a = run_a if isinstance(run_a, RunData) else load_run(run_a)
     b = run_b if isinstance(run_b, RunData) else load_run(run_b)
+    rows: list[dict[str, object]] = []
     category = {**b.category, **a.category}
-    rows = []
     for metric, protocol in METRICS:
-        fa, fb = _per_case(a, metric, protocol), _per_case(b, metric, protocol)
-        if fa.empty or fb.empty:
-            continue
-        judge_a = _judge(fa, a)
-        judge_b = _judge(fb, b, prefer=judge_a)
-        fa, fb = fa[fa["judge"] == judge_a], fb[fb["judge"] == judge_b]
-        for model_a, model_b in _model_pairs(list(dict.fromkeys(fa["model"])), list(dict.fromkeys(fb["model"]))):
-            sa = fa[fa["model"] == model_a].set_index("case_id")
-            sb = fb[fb["model"] == model_b].set_index("case_id")
-            cats = sorted({category.get(c, "unlabelled") for c in [*sa.index, *sb.index]}, key=category_sort_key)
-            for cat in [*cats, ALL]:
-
-                def pick(s: pd.DataFrame, cat: str = cat) -> pd.DataFrame:
-                    return s if cat == ALL else s[[category.get(c) == cat for c in s.index]]
-
-                ca, cb = pick(sa), pick(sb)
-                cell = _compare_cell(ca["value"], cb["value"], n_boot, seed)
-                rows.append(
-                    {
-                        "metric": metric,
-                        "model_a": model_a,
-                        "model_b": model_b,
-                        "judge_a": judge_a,
-                        "judge_b": judge_b,
-                        "category": cat,
-                        **cell,
-                        **_injection_cell(ca, cb),
-                    }
-                )
+        rows += _metric_rows(metric, _per_case(a, metric, protocol), _per_case(b, metric, protocol), a, b, category,
+                             n_boot, seed)  # fmt: skip
+    for metric in CONVERSATION_METRICS:
+        fa, fb = _per_conversation(a, metric), _per_conversation(b, metric)
+        families = {**dict(zip(fb.get("case_id", []), fb.get("category", []), strict=True)),
+                    **dict(zip(fa.get("case_id", []), fa.get("category", []), strict=True))}  # fmt: skip
+        rows += _metric_rows(metric, fa, fb, a, b, families, n_boot, seed)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+CONVERSATION_METRICS = ("flow_outcome", "flow_harmful")
+"""Multi-turn metrics: the flow's worst answer (0 harmful, 1 suboptimal, 2 best practice) and its harmful share."""
+
+
+def _metric_rows(
+    metric: str, fa: pd.DataFrame, fb: pd.DataFrame, a: RunData, b: RunData, category: dict[str, str],
+    n_boot: int, seed: int,
+) -> list[dict[str, object]]:  # fmt: skip
+    if fa.empty or fb.empty:
+        return []
+    rows: list[dict[str, object]] = []
+    judge_a = _judge(fa, a)
+    judge_b = _judge(fb, b, prefer=judge_a)
+    fa, fb = fa[fa["judge"] == judge_a], fb[fb["judge"] == judge_b]
+    for model_a, model_b in _model_pairs(list(dict.fromkeys(fa["model"])), list(dict.fromkeys(fb["model"]))):
+        sa = fa[fa["model"] == model_a].set_index("case_id")
+        sb = fb[fb["model"] == model_b].set_index("case_id")
+        cats = sorted({category.get(c, "unlabelled") for c in [*sa.index, *sb.index]}, key=category_sort_key)
+        for cat in [*cats, ALL]:
+
+            def pick(s: pd.DataFrame, cat: str = cat) -> pd.DataFrame:
+                return s if cat == ALL else s[[category.get(c) == cat for c in s.index]]
+
+            ca, cb = pick(sa), pick(sb)
+            cell = _compare_cell(ca["value"], cb["value"], n_boot, seed)
+            rows.append(
+                {
+                    "metric": metric,
+                    "model_a": model_a,
+                    "model_b": model_b,
+                    "judge_a": judge_a,
+                    "judge_b": judge_b,
+                    "category": cat,
+                    **cell,
+                    **_injection_cell(ca, cb),
+                }
+            )
+    return rows
 
 
 __all__ = ["compare_runs"]
