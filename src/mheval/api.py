@@ -203,7 +203,12 @@ def agree(
     from mheval.analysis import agreement_report, load_human_labels
     from mheval.analysis.judgments import load_judgments
 
-    human = labels if isinstance(labels, pd.DataFrame) else load_human_labels(labels, field=field)
+    if not isinstance(labels, pd.DataFrame) and (Path(labels) / "studies.db").is_file():
+        # A run folder with an `mheval annotate` study: its raters are the humans, its judges the judges.
+        human = _study_labels(Path(labels), protocol)
+        run = run if run is not None or judgments is not None else labels
+    else:
+        human = labels if isinstance(labels, pd.DataFrame) else load_human_labels(labels, field=field)
     if isinstance(judgments, pd.DataFrame):
         if run is not None:
             raise InputError("give either run= or judgments=, not both", field="judgments")
@@ -212,6 +217,24 @@ def agree(
         judge_frame = load_judgments(run_dir=run, path=judgments, protocol=protocol)
     return agreement_report(human, judge_frame, dimension=dimension, protocol=protocol, unit=unit,
                             leave_own_model_out=leave_own_model_out)  # fmt: skip
+
+
+def _study_labels(run_dir: Path, protocol: str | None) -> pd.DataFrame:
+    from mheval.annotate import Study, human_labels, list_studies
+
+    studies = list_studies(run_dir)
+    for study_id in reversed(studies):
+        study = Study.open(run_dir, study_id)
+        try:
+            if protocol is None or study.protocol == protocol:
+                frame = human_labels(study)
+                if frame.empty:
+                    raise InputError(f"study {study_id} has no finished ratings yet", path=run_dir)
+                return frame
+        finally:
+            study.close()
+    raise InputError(f"no study of protocol {protocol!r} in this run", path=run_dir, field="protocol",
+                     choices=studies)  # fmt: skip
 
 
 def report(

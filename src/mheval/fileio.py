@@ -28,6 +28,10 @@ RUN_OWN_FILES = frozenset(
         f"{RUN_DB}-journal",
         "config.yaml",
         ".mheval.lock",
+        # Human rating studies (annotate/study.py): the raters' answers, never replaced by an output.
+        "studies.db",
+        "studies.db-wal",
+        "studies.db-shm",
     }
 )
 # Human labels are the user's input beside the run (report/reliability.py reads them).

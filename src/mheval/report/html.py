@@ -30,6 +30,7 @@ from mheval.report.tables import (
     report_tables,
     ungrounded_definition,
 )
+from mheval.resources import WARNING_LINES
 from mheval.runfolder.store import Store
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -37,13 +38,7 @@ REPORT_NAME = "report.html"
 REDACTED_NAME = "report-redacted.html"
 TABLES_DIR = "tables"
 
-CRISIS_LINES: tuple[tuple[str, str, str], ...] = (
-    ("United States", "988", "Suicide & Crisis Lifeline, call or text"),
-    ("UK and Ireland", "116 123", "Samaritans"),
-    ("Australia", "13 11 14", "Lifeline"),
-    ("Mainland China", "12356", "psychological assistance hotline"),
-    ("Elsewhere", "findahelpline.com", "or your local emergency number"),
-)
+CRISIS_LINES = WARNING_LINES
 
 
 def table_paths(tables: ReportTables, folder: Path) -> list[Path]:

@@ -84,6 +84,7 @@ def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple
         path = Path(run.run_dir) / f"human_labels{suffix}"
         if path.is_file():
             sources.append((path.name, load_human_labels(path), rated_responses(path)))
+    sources += _study_sources(run)
     rows: list[dict[str, Any]] = []
     for cid, case in run.cases.items():
         labels = case.metadata.get("human_labels")
@@ -103,6 +104,31 @@ def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple
             frame["value"] = numeric
         sources.append(("case metadata (human_labels)", frame, None))
     return sources
+
+
+def _study_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]]:
+    """The ratings of the run's `mheval annotate` studies of single-turn protocols, as label tables."""
+    from mheval.annotate.export import human_labels
+    from mheval.annotate.study import FLOW_ID, Study, list_studies
+
+    out: list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]] = []
+    for study_id in list_studies(run.run_dir):
+        study = Study.open(run.run_dir, study_id)
+        try:
+            if study.protocol == FLOW_ID:
+                continue
+            frame = human_labels(study)
+            if frame.empty:
+                continue
+            rated = None
+            if "model" in frame.columns:
+                rated = {(str(i), str(m), int(s)) for i, m, s in zip(frame["id"], frame["model"], frame["sample"],
+                                                                      strict=True)}  # fmt: skip
+            out.append((f"study {study_id} (mheval annotate)", frame.drop(columns=["model", "sample"], errors="ignore"),
+                        rated))  # fmt: skip
+        finally:
+            study.close()
+    return out
 
 
 def _match_protocol(run: RunData, human: pd.DataFrame) -> tuple[str | None, str | None, str]:

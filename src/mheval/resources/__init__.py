@@ -20,6 +20,15 @@ from mheval.yamlio import load_yaml
 
 DATA_FILE = Path(__file__).resolve().parent / "crisis_lines.yaml"
 
+# The short list shown with every content warning (report, rating pages): a pointer, not a directory.
+WARNING_LINES: tuple[tuple[str, str, str], ...] = (
+    ("United States", "988", "Suicide & Crisis Lifeline, call or text"),
+    ("UK and Ireland", "116 123", "Samaritans"),
+    ("Australia", "13 11 14", "Lifeline"),
+    ("Mainland China", "12356", "psychological assistance hotline"),
+    ("Elsewhere", "findahelpline.com", "or your local emergency number"),
+)
+
 _ISO_RE = re.compile(r"^[A-Z]{2}$")
 _DIGITS_RE = re.compile(r"\D")
 # Aliases used by people and models that are not ISO codes.

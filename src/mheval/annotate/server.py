@@ -1,0 +1,259 @@
+"""The rating server: server-rendered pages (Starlette + jinja2), every asset from the package, CSP `default-src
+'self'`. Each rater has a secret link; a wrong token gets 403. A page shows one unit (the conversation and the
+reply, nothing else) and its form; the page's script saves each answer at once (POST, JSON) and drives the
+keyboard. Nothing a rater receives names a model, a sample, a judge or another rater.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from mheval.annotate.study import Study
+from mheval.errors import InputError
+from mheval.resources import WARNING_LINES
+
+BREAK_EVERY = 20
+"""A break prompt after this many units in a row."""
+SESSION_CAP = 60
+"""Units one rater may rate in one run of the server: rating crisis conversations is heavy work."""
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",  # the token is in the URL
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+
+TEXT = {
+    "en": {
+        "warning_title": "Before you start",
+        "warning": "The conversations you will rate discuss suicide, self-harm and other crises. Take breaks; "
+        "stop whenever you need to. If you are struggling yourself, please reach out now:",
+        "start": "Start rating (Enter)",
+        "conversation": "Conversation",
+        "reply": "Reply to rate",
+        "unsure": "unsure (u)",
+        "comment": "comment (c)",
+        "help": "Number keys or y/n answer the highlighted question · u unsure · c comment · ↑↓ question · "
+        "Enter next unit when all are answered · ← → previous / next unit",
+        "next": "Next unit →",
+        "previous": "← Previous",
+        "progress": "{done} of {total} rated",
+        "break": "You have rated {n} units in a row. Take a short break before you go on.",
+        "continue": "Continue (Enter)",
+        "cap": "You have rated {n} units in this session. Please stop for today; your answers are saved.",
+        "done": "Every unit assigned to you is rated. Thank you.",
+        "forbidden": "This link is not valid.",
+    },
+    "zh": {
+        "warning_title": "开始之前",
+        "warning": "你将评分的对话涉及自杀、自伤和其他危机。请适时休息，需要时随时停下。"
+        "如果你自己正在经历困难，请现在就寻求帮助：",
+        "start": "开始评分（回车）",
+        "conversation": "对话",
+        "reply": "待评分的回复",
+        "unsure": "不确定 (u)",
+        "comment": "备注 (c)",
+        "help": "数字键或 y/n 回答高亮的问题 · u 不确定 · c 备注 · ↑↓ 切换问题 · "
+        "全部回答后回车进入下一条 · ← → 上一条 / 下一条",
+        "next": "下一条 →",
+        "previous": "← 上一条",
+        "progress": "已评 {done} / {total}",
+        "break": "你已连续评了 {n} 条。请先休息一下再继续。",
+        "continue": "继续（回车）",
+        "cap": "本次已评 {n} 条。今天请先停下，你的回答都已保存。",
+        "done": "分配给你的所有条目都已评完。谢谢！",
+        "forbidden": "此链接无效。",
+    },
+}
+
+
+@dataclass
+class Session:
+    """Per rater, for this run of the server: units rated since the start and since the last break."""
+
+    rated: set[str] = field(default_factory=set)
+    since_break: int = 0
+
+
+class _SecurityHeaders(BaseHTTPMiddleware):
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        response = await call_next(request)
+        response.headers.update(HEADERS)
+        return response
+
+
+def create_app(study: Study) -> Starlette:
+    """The rating app of one open study (tests call it through Starlette's TestClient)."""
+    env = Environment(loader=PackageLoader("mheval.annotate", "templates"), autoescape=select_autoescape(["j2"]))
+    sessions: dict[str, Session] = {}
+    lock = threading.Lock()  # the study's SQLite connection is shared by the server's threads
+
+    def page(name: str, language: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = env.get_template(name).render(t=TEXT[language], lang=language, **context)
+        return HTMLResponse(html, status_code=status)
+
+    def rater_of(request: Request) -> str | None:
+        with lock:
+            return study.rater_for(request.path_params["token"])
+
+    def forbidden() -> HTMLResponse:
+        return page("message.html.j2", "en", 403, message=TEXT["en"]["forbidden"], lines=())
+
+    def language_of(rater: str) -> str:
+        with lock:
+            queue = study.queue(rater)
+            view = study.view(rater, queue[0]) if queue else None
+        return view.language if view else "en"
+
+    def next_unit(rater: str, after: str | None = None) -> str | None:
+        """The first unit not fully answered, after `after` in the rater's order (wrapping around)."""
+        with lock:
+            queue = study.queue(rater)
+            start = queue.index(after) + 1 if after in queue else 0
+            for uid in queue[start:] + queue[:start]:
+                if not study.complete(rater, uid):
+                    return uid
+        return None
+
+    async def welcome(request: Request) -> Response:
+        rater = rater_of(request)
+        if rater is None:
+            return forbidden()
+        token = request.path_params["token"]
+        first = next_unit(rater)
+        target = f"/r/{token}/u/{first}" if first else f"/r/{token}/done"
+        return page("welcome.html.j2", language_of(rater), lines=WARNING_LINES, start=target)
+
+    async def unit(request: Request) -> Response:
+        rater = rater_of(request)
+        if rater is None:
+            return forbidden()
+        token, uid = request.path_params["token"], request.path_params["unit"]
+        session = sessions.setdefault(rater, Session())
+        with lock:
+            view = study.view(rater, uid)
+            if view is None:
+                return page("message.html.j2", "en", 404, message="No such unit for this link.", lines=())
+            answers = study.answers(rater, uid)
+            queue = study.queue(rater)
+            done, total = study.progress(rater)
+        lang = view.language
+        if len(session.rated) >= SESSION_CAP and uid not in session.rated:
+            return page("message.html.j2", lang, message=TEXT[lang]["cap"].format(n=len(session.rated)), lines=())
+        if session.since_break >= BREAK_EVERY:
+            session.since_break = 0
+            message = TEXT[lang]["break"].format(n=BREAK_EVERY)
+            return page("message.html.j2", lang, message=message, lines=(), go=f"/r/{token}/u/{uid}")
+        i = queue.index(uid)
+        return page(
+            "unit.html.j2",
+            lang,
+            view=view,
+            answers=answers,
+            base=f"/r/{token}",
+            previous=queue[i - 1] if i > 0 else None,
+            next=queue[i + 1] if i + 1 < len(queue) else None,
+            progress=TEXT[lang]["progress"].format(done=done, total=total),
+        )
+
+    async def answer(request: Request) -> Response:
+        rater = rater_of(request)
+        if rater is None:
+            return JSONResponse({"error": "forbidden"}, status_code=403)
+        try:
+            body = await request.json()
+            uid, question = str(body["unit"]), str(body["question"])
+            value = body.get("value")
+            with lock:
+                study.save_answer(
+                    rater, uid, question, None if value is None else str(value), unsure=bool(body.get("unsure")),
+                    comment=body.get("comment"), seconds=float(body.get("seconds") or 0.0),
+                )  # fmt: skip
+                complete = study.complete(rater, uid)
+                done, total = study.progress(rater)
+        except InputError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": "expected JSON with unit, question, value"}, status_code=400)
+        if complete:
+            session = sessions.setdefault(rater, Session())
+            if uid not in session.rated:
+                session.rated.add(uid)
+                session.since_break += 1
+        following = next_unit(rater, uid)
+        return JSONResponse({"complete": complete, "done": done, "total": total,
+                             "next": f"/r/{request.path_params['token']}/u/{following}" if following
+                             else f"/r/{request.path_params['token']}/done"})  # fmt: skip
+
+    async def finished(request: Request) -> Response:
+        rater = rater_of(request)
+        if rater is None:
+            return forbidden()
+        lang = language_of(rater)
+        return page("message.html.j2", lang, message=TEXT[lang]["done"], lines=WARNING_LINES)
+
+    async def root(request: Request) -> Response:
+        return forbidden()
+
+    static = StaticFiles(directory=str(resources.files("mheval.annotate").joinpath("static")))
+    routes = [
+        Route("/", root),
+        Route("/r/{token}/", welcome),
+        Route("/r/{token}", lambda r: RedirectResponse(f"/r/{r.path_params['token']}/")),
+        Route("/r/{token}/u/{unit}", unit),
+        Route("/r/{token}/answer", answer, methods=["POST"]),
+        Route("/r/{token}/done", finished),
+        Mount("/static", static, name="static"),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(_SecurityHeaders)])
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_study(run_dir: Path, study: str | None = None, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Open the study, plan any new units, print one fresh link per rater, and serve until interrupted."""
+    import uvicorn
+
+    s = Study.open(run_dir, study)
+    added = s.add_units()
+    links = s.new_links()
+    out = sys.stdout
+    if not is_loopback(host):
+        print(f"warning: serving on {host}, not loopback: anyone who can reach it and has a link can rate; "
+              "the links are the only protection (no TLS)", file=sys.stderr)  # fmt: skip
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    print(f"study {s.id} ({s.protocol}){f'; {added} new unit(s) planned' if added else ''}", file=out)
+    for rater, token in links.items():
+        print(f"  {rater}: http://{shown}:{port}/r/{token}/", file=out)
+    print("links are secret: each works only until the next `mheval annotate serve`", file=out, flush=True)
+    started = time.time()
+    try:
+        uvicorn.run(create_app(s), host=host, port=port, log_level="warning")
+    finally:
+        s.close()
+        print(f"server stopped after {time.time() - started:.0f} s", file=out)

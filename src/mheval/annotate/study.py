@@ -1,0 +1,411 @@
+"""Studies: units of a run assigned to human raters, blind to model, sample and judge, and their answers.
+
+A study lives in `<run>/studies.db` (SQLite, WAL), beside the run's own store, so `mheval run` can extend the
+run while a study is served. A unit is what a judge judged under the study's protocol: a case (triage), a
+reply in its context (response protocols) or a whole conversation (conversation-flow). Raters see units under
+opaque ids (u0001, ...); which case, model and sample a unit is stays in this file.
+
+The plan is deterministic for a seed: the units are shuffled once; the first `calibration` go to every rater,
+first; each other unit goes to exactly `overlap` raters, always to the least loaded (so loads differ by at most
+one); each rater's own units are shuffled by the seed and the rater's name, and two replies to the same case are
+never next to each other. Units that appear later (the run was extended) are appended the same way, without
+moving anything already planned. Every answer is one transaction: an upsert on (unit, rater, question) and a
+row in an append-only history.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import random
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mheval.annotate.form import Form, build_flow_form, build_form
+from mheval.errors import InputError
+from mheval.protocols import load_protocol
+from mheval.runfolder.store import Store
+
+FILENAME = "studies.db"
+FLOW_ID = "conversation-flow"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS studies (
+    id TEXT PRIMARY KEY, protocol TEXT NOT NULL, seed INTEGER NOT NULL, overlap INTEGER NOT NULL,
+    calibration INTEGER NOT NULL, raters TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS units (
+    study TEXT NOT NULL, unit_id TEXT NOT NULL, ord INTEGER NOT NULL, unit_key TEXT NOT NULL, data TEXT NOT NULL,
+    calibration INTEGER NOT NULL, PRIMARY KEY (study, unit_id), UNIQUE (study, unit_key));
+CREATE TABLE IF NOT EXISTS assignments (
+    study TEXT NOT NULL, rater TEXT NOT NULL, unit_id TEXT NOT NULL, position INTEGER NOT NULL,
+    PRIMARY KEY (study, rater, unit_id));
+CREATE TABLE IF NOT EXISTS tokens (study TEXT NOT NULL, rater TEXT NOT NULL, hash TEXT NOT NULL,
+    PRIMARY KEY (study, rater));
+CREATE TABLE IF NOT EXISTS answers (
+    study TEXT NOT NULL, unit_id TEXT NOT NULL, rater TEXT NOT NULL, question TEXT NOT NULL, value TEXT,
+    unsure INTEGER NOT NULL, comment TEXT, seconds REAL NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (study, unit_id, rater, question));
+CREATE TABLE IF NOT EXISTS history (
+    study TEXT NOT NULL, unit_id TEXT NOT NULL, rater TEXT NOT NULL, question TEXT NOT NULL, value TEXT,
+    unsure INTEGER NOT NULL, comment TEXT, seconds REAL NOT NULL, at REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    value: str | None
+    unsure: bool
+    comment: str | None
+    seconds: float
+
+
+@dataclass(frozen=True)
+class UnitView:
+    """What a rater sees of a unit: the conversation, the reply, the form. Nothing else."""
+
+    unit_id: str
+    language: str
+    turns: tuple[tuple[str, str], ...]
+    reply: str | None
+    form: Form
+
+
+@dataclass(frozen=True)
+class Unit:
+    key: tuple[str, str, int]  # (case or scenario id, model or "", sample or -1): never shown to a rater
+    language: str
+    turns: tuple[tuple[str, str], ...]
+    reply: str | None
+    crisis_label: str | None  # picks appropriateness's rubric row; not shown as such
+
+
+def _connect(run_dir: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(run_dir / FILENAME, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA busy_timeout=10000")
+    db.executescript(_SCHEMA)
+    return db
+
+
+def run_units(run_dir: Path, protocol: str) -> list[Unit]:
+    """Every unit of the run that `protocol` judges, in a stable order."""
+    with Store.open_existing(run_dir) as store:
+        if protocol == FLOW_ID:
+            langs = {s.id: s.language for s in store.scenarios()}
+            done = {(c.scenario_id, c.model, c.sample) for c in store.conversations() if c.status == "ok"}
+            turns: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
+            for e in store.exchanges():
+                key = (e.scenario_id, e.model, e.sample)
+                if key in done:
+                    turns.setdefault(key, []).extend([("user", e.user), ("assistant", e.reply or "")])
+            return [Unit(k, langs.get(k[0], "en"), tuple(t), None, None) for k, t in sorted(turns.items())]
+        spec = load_protocol(protocol)
+        cases = {c.id: c for c in store.cases()}
+        if spec.target == "case":
+            return [
+                Unit((c.id, "", -1), c.language, tuple((t.role, t.content) for t in c.turns), None, None)
+                for c in cases.values()
+            ]
+        triage = {
+            j.case_id: j.label for j in store.iter_judgments("crisis-triage") if j.status == "ok" and j.repeat == 0
+        }
+        out = []
+        for r in store.responses():
+            case = cases.get(r.case_id)
+            if case is None or r.text is None:
+                continue
+            label = triage.get(case.id) or case.crisis_label
+            out.append(Unit((case.id, r.model, r.sample), case.language,
+                            tuple((t.role, t.content) for t in case.turns), r.text, label))  # fmt: skip
+        return out
+
+
+class Study:
+    """One study of a run folder; see the module docstring."""
+
+    def __init__(self, run_dir: Path, study_id: str, db: sqlite3.Connection) -> None:
+        self.run_dir, self.id, self._db = run_dir, study_id, db
+        row = db.execute("SELECT protocol, seed, overlap, calibration, raters FROM studies WHERE id=?", (study_id,))
+        self.protocol, self.seed, self.overlap, self.calibration, raters = row.fetchone()
+        self._raters: list[str] = json.loads(raters)
+        self._forms: dict[tuple[str, str | None], Form] = {}
+
+    # -- opening ----------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, run_dir: str | Path, study_id: str | None = None) -> Study:
+        run_dir = Path(run_dir)
+        if not (run_dir / FILENAME).is_file():
+            raise InputError("this run has no study: start one with `mheval annotate init`", path=run_dir)
+        db = _connect(run_dir)
+        ids = [r[0] for r in db.execute("SELECT id FROM studies ORDER BY created")]
+        if study_id is None:
+            if not ids:
+                raise InputError("this run has no study: start one with `mheval annotate init`", path=run_dir)
+            study_id = ids[-1]
+        elif study_id not in ids:
+            raise InputError(f"no study {study_id!r} in this run", path=run_dir, field="study", choices=ids)
+        return cls(run_dir, study_id, db)
+
+    @classmethod
+    def create(
+        cls, run_dir: str | Path, protocol: str, raters: list[str], *, overlap: int = 2, calibration: int = 0,
+        sample: int | None = None, seed: int = 0, study_id: str | None = None,
+    ) -> Study:  # fmt: skip
+        run_dir = Path(run_dir)
+        raters = [r.strip() for r in raters if r.strip()]
+        if len(set(raters)) != len(raters) or not raters:
+            raise InputError("give one or more distinct rater names", field="raters")
+        bad = [r for r in raters if not r.replace("-", "").replace("_", "").replace(".", "").isalnum()]
+        if bad:
+            raise InputError(f"rater name {bad[0]!r}: use letters, digits, '-', '_' and '.'", field="raters")
+        if not 1 <= overlap <= len(raters):
+            raise InputError(f"--overlap must be between 1 and the number of raters ({len(raters)})", field="overlap")
+        if protocol != FLOW_ID:
+            from mheval.protocols.spec import builtin_ids
+
+            if protocol not in builtin_ids():
+                raise InputError(f"unknown protocol {protocol!r}", field="protocol", choices=[*builtin_ids(), FLOW_ID])
+        units = run_units(run_dir, protocol)  # InputError when run_dir is not a run
+        if not units:
+            raise InputError(f"the run has nothing that {protocol} judges (run it first)", path=run_dir)
+        db = _connect(run_dir)
+        study_id = study_id or protocol
+        if db.execute("SELECT 1 FROM studies WHERE id=?", (study_id,)).fetchone():
+            raise InputError(f"a study {study_id!r} exists in this run: give --study NAME for another", field="study")
+        rng = random.Random(seed)
+        if sample is not None and sample < len(units):
+            units = rng.sample(units, sample)
+        rng.shuffle(units)
+        with _tx(db):
+            db.execute(
+                "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (study_id, protocol, seed, overlap, min(calibration, len(units)), json.dumps(raters), time.time()),
+            )
+        study = cls(run_dir, study_id, db)
+        study._plan(units, first=True)
+        return study
+
+    # -- the plan ---------------------------------------------------------------------------------
+    def _plan(self, units: list[Unit], first: bool = False) -> int:
+        """Give new units ids and raters; returns how many were added."""
+        known = {r[0] for r in self._db.execute("SELECT unit_key FROM units WHERE study=?", (self.id,))}
+        fresh = [u for u in units if json.dumps(u.key) not in known]
+        if not fresh:
+            return 0
+        start = int(self._db.execute("SELECT COUNT(*) FROM units WHERE study=?", (self.id,)).fetchone()[0])
+        calib = self.calibration if first else 0
+        load = dict.fromkeys(self._raters, 0)
+        for rater, n in self._db.execute(
+            "SELECT rater, COUNT(*) FROM assignments a JOIN units u USING (study, unit_id) "
+            "WHERE study=? AND u.calibration=0 GROUP BY rater",
+            (self.id,),
+        ):
+            load[rater] = n
+        own: dict[str, list[tuple[str, Unit]]] = {r: [] for r in self._raters}
+        rows, shared = [], []
+        for i, unit in enumerate(fresh):
+            uid = f"u{start + i + 1:04d}"
+            rows.append((self.id, uid, start + i, json.dumps(unit.key), _unit_json(unit), int(i < calib)))
+            if i < calib:
+                shared.append(uid)
+                continue
+            order = sorted(self._raters, key=lambda r: (load[r], (self._raters.index(r) - i) % len(self._raters)))
+            for rater in order[: self.overlap]:
+                load[rater] += 1
+                own[rater].append((uid, unit))
+        assignments = []
+        for rater in self._raters:
+            position = self._next_position(rater)
+            rng = random.Random(f"{self.seed}:{rater}:{start}")
+            mine = own[rater]
+            rng.shuffle(mine)
+            ordered = shared + [uid for uid, _ in _spread(mine)]
+            assignments += [(self.id, rater, uid, position + k) for k, uid in enumerate(ordered)]
+        with _tx(self._db):
+            self._db.executemany("INSERT INTO units VALUES (?, ?, ?, ?, ?, ?)", rows)
+            self._db.executemany("INSERT INTO assignments VALUES (?, ?, ?, ?)", assignments)
+        return len(fresh)
+
+    def _next_position(self, rater: str) -> int:
+        row = self._db.execute("SELECT MAX(position) FROM assignments WHERE study=? AND rater=?", (self.id, rater))
+        top = row.fetchone()[0]
+        return 0 if top is None else int(top) + 1
+
+    def add_units(self) -> int:
+        """Plan the run's units that appeared since (more replies, more conversations); nothing moves."""
+        return self._plan(run_units(self.run_dir, self.protocol))
+
+    # -- raters and links -------------------------------------------------------------------------
+    def raters(self) -> list[str]:
+        return list(self._raters)
+
+    def new_links(self) -> dict[str, str]:
+        """A fresh random token per rater; only its hash is kept, and earlier tokens stop working."""
+        tokens = {r: secrets.token_urlsafe(18) for r in self._raters}
+        with _tx(self._db):
+            self._db.executemany(
+                "INSERT OR REPLACE INTO tokens VALUES (?, ?, ?)", [(self.id, r, _hash(t)) for r, t in tokens.items()]
+            )
+        return tokens
+
+    def rater_for(self, token: str) -> str | None:
+        given = _hash(token)
+        for rater, stored in self._db.execute("SELECT rater, hash FROM tokens WHERE study=?", (self.id,)):
+            if hmac.compare_digest(given, stored):
+                return str(rater)
+        return None
+
+    # -- units ------------------------------------------------------------------------------------
+    def queue(self, rater: str) -> list[str]:
+        cur = self._db.execute(
+            "SELECT unit_id FROM assignments WHERE study=? AND rater=? ORDER BY position", (self.id, rater)
+        )
+        return [r[0] for r in cur]
+
+    def _unit(self, unit_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT data FROM units WHERE study=? AND unit_id=?", (self.id, unit_id)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def form_for(self, language: str, crisis_label: str | None) -> Form:
+        key = (language, crisis_label)
+        if key not in self._forms:
+            self._forms[key] = (
+                build_flow_form(language) if self.protocol == FLOW_ID
+                else build_form(load_protocol(self.protocol), language, crisis_label)
+            )  # fmt: skip
+        return self._forms[key]
+
+    def view(self, rater: str, unit_id: str) -> UnitView | None:
+        assigned = self._db.execute(
+            "SELECT 1 FROM assignments WHERE study=? AND rater=? AND unit_id=?", (self.id, rater, unit_id)
+        ).fetchone()
+        data = self._unit(unit_id) if assigned else None
+        if data is None:
+            return None
+        turns = tuple((str(r), str(c)) for r, c in data["turns"])
+        form = self.form_for(data["language"], data.get("crisis_label"))
+        return UnitView(unit_id, data["language"], turns, data.get("reply"), form)
+
+    # -- answers ----------------------------------------------------------------------------------
+    def answers(self, rater: str, unit_id: str) -> dict[str, Answer]:
+        cur = self._db.execute(
+            "SELECT question, value, unsure, comment, seconds FROM answers WHERE study=? AND rater=? AND unit_id=?",
+            (self.id, rater, unit_id),
+        )
+        return {q: Answer(q, v, bool(u), c, float(s)) for q, v, u, c, s in cur}
+
+    def save_answer(
+        self, rater: str, unit_id: str, question: str, value: str | None, *, unsure: bool = False,
+        comment: str | None = None, seconds: float = 0.0,
+    ) -> None:  # fmt: skip
+        view = self.view(rater, unit_id)
+        if view is None:
+            raise InputError(f"unit {unit_id!r} is not assigned to this rater", field="unit")
+        q = view.form.question(question)
+        if q is None:
+            raise InputError(
+                f"unknown question {question!r}", field="question", choices=[x.id for x in view.form.questions]
+            )
+        if value is not None and q.option(value) is None:
+            raise InputError(
+                f"{value!r} is not an answer to {question!r}", field="value", choices=[o.value for o in q.options]
+            )
+        comment = (comment or "").strip()[:2000] or None
+        seconds = max(0.0, min(float(seconds), 3600.0))
+        row = (self.id, unit_id, rater, question, value, int(unsure), comment, seconds)
+        now = time.time()
+        with _tx(self._db):
+            self._db.execute(
+                "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study, unit_id, rater, question) "
+                "DO UPDATE SET value=excluded.value, unsure=excluded.unsure, comment=excluded.comment, "
+                "seconds=excluded.seconds, updated=excluded.updated",
+                (*row, now),
+            )
+            self._db.execute("INSERT INTO history VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (*row, now))
+
+    def complete(self, rater: str, unit_id: str) -> bool:
+        view = self.view(rater, unit_id)
+        if view is None:
+            return False
+        given = self.answers(rater, unit_id)
+        return all(q.id in given and (given[q.id].value is not None or given[q.id].unsure)
+                   for q in view.form.questions if q.required)  # fmt: skip
+
+    def progress(self, rater: str) -> tuple[int, int]:
+        queue = self.queue(rater)
+        return sum(self.complete(rater, u) for u in queue), len(queue)
+
+    # -- for status and export --------------------------------------------------------------------
+    def rated(self) -> Iterator[tuple[str, tuple[str, str, int], str, str | None, dict[str, Answer]]]:
+        """(rater, unit key, language, crisis label, answers) of every unit a rater fully answered."""
+        units = {uid: json.loads(d) for uid, d in self._db.execute("SELECT unit_id, data FROM units WHERE study=?",
+                                                                   (self.id,))}  # fmt: skip
+        for rater in self._raters:
+            for uid in self.queue(rater):
+                if self.complete(rater, uid):
+                    d = units[uid]
+                    yield rater, tuple(d["key"]), d["language"], d.get("crisis_label"), self.answers(rater, uid)
+
+    def seconds_per_unit(self, rater: str) -> list[float]:
+        """Seconds from opening each fully answered unit to its last answer (the page sends it)."""
+        cur = self._db.execute(
+            "SELECT unit_id, MAX(seconds) FROM answers WHERE study=? AND rater=? GROUP BY unit_id", (self.id, rater)
+        )
+        return [float(s) for uid, s in cur if self.complete(rater, uid)]
+
+    def history_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM history WHERE study=?", (self.id,)).fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def list_studies(run_dir: str | Path) -> list[str]:
+    path = Path(run_dir) / FILENAME
+    if not path.is_file():
+        return []
+    db = _connect(Path(run_dir))
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM studies ORDER BY created")]
+    finally:
+        db.close()
+
+
+def _unit_json(unit: Unit) -> str:
+    return json.dumps({"key": list(unit.key), "language": unit.language, "turns": [list(t) for t in unit.turns],
+                       "reply": unit.reply, "crisis_label": unit.crisis_label}, ensure_ascii=False)  # fmt: skip
+
+
+def _spread(units: list[tuple[str, Unit]]) -> list[tuple[str, Unit]]:
+    """The same units, reordered so that two replies to the same case are never next to each other
+    (when that is possible): a rater never compares two models' replies side by side."""
+    out: list[tuple[str, Unit]] = []
+    pending = list(units)
+    while pending:
+        last = out[-1][1].key[0] if out else None
+        pick = next((i for i, (_, u) in enumerate(pending) if u.key[0] != last), 0)
+        out.append(pending.pop(pick))
+    return out
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@contextmanager
+def _tx(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
