@@ -216,6 +216,7 @@ def create_app(study: Study) -> Starlette:
     static = StaticFiles(directory=str(resources.files("mheval.annotate").joinpath("static")))
     routes = [
         Route("/", root),
+        Route("/favicon.ico", lambda r: Response(status_code=204)),
         Route("/r/{token}/", welcome),
         Route("/r/{token}", lambda r: RedirectResponse(f"/r/{r.path_params['token']}/")),
         Route("/r/{token}/u/{unit}", unit),

@@ -39,7 +39,9 @@ FLOW_ID = "conversation-flow"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
     id TEXT PRIMARY KEY, protocol TEXT NOT NULL, seed INTEGER NOT NULL, overlap INTEGER NOT NULL,
-    calibration INTEGER NOT NULL, raters TEXT NOT NULL, created REAL NOT NULL);
+    calibration INTEGER NOT NULL, raters TEXT NOT NULL, created REAL NOT NULL, rate REAL NOT NULL);
+-- Every unit of the run the study has considered (planned or left out of its sample).
+CREATE TABLE IF NOT EXISTS seen (study TEXT NOT NULL, unit_key TEXT NOT NULL, PRIMARY KEY (study, unit_key));
 CREATE TABLE IF NOT EXISTS units (
     study TEXT NOT NULL, unit_id TEXT NOT NULL, ord INTEGER NOT NULL, unit_key TEXT NOT NULL, data TEXT NOT NULL,
     calibration INTEGER NOT NULL, PRIMARY KEY (study, unit_id), UNIQUE (study, unit_key));
@@ -133,8 +135,10 @@ class Study:
 
     def __init__(self, run_dir: Path, study_id: str, db: sqlite3.Connection) -> None:
         self.run_dir, self.id, self._db = run_dir, study_id, db
-        row = db.execute("SELECT protocol, seed, overlap, calibration, raters FROM studies WHERE id=?", (study_id,))
-        self.protocol, self.seed, self.overlap, self.calibration, raters = row.fetchone()
+        row = db.execute(
+            "SELECT protocol, seed, overlap, calibration, raters, rate FROM studies WHERE id=?", (study_id,)
+        )
+        self.protocol, self.seed, self.overlap, self.calibration, raters, self.rate = row.fetchone()
         self._raters: list[str] = json.loads(raters)
         self._forms: dict[tuple[str, str | None], Form] = {}
 
@@ -181,14 +185,27 @@ class Study:
         if db.execute("SELECT 1 FROM studies WHERE id=?", (study_id,)).fetchone():
             raise InputError(f"a study {study_id!r} exists in this run: give --study NAME for another", field="study")
         rng = random.Random(seed)
+        everything = list(units)
+        rate = 1.0
         if sample is not None and sample < len(units):
+            rate = sample / len(units)
             units = rng.sample(units, sample)
         rng.shuffle(units)
         with _tx(db):
             db.execute(
-                "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (study_id, protocol, seed, overlap, min(calibration, len(units)), json.dumps(raters), time.time()),
+                "INSERT INTO studies VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    study_id,
+                    protocol,
+                    seed,
+                    overlap,
+                    min(calibration, len(units)),
+                    json.dumps(raters),
+                    time.time(),
+                    rate,
+                ),
             )
+            db.executemany("INSERT INTO seen VALUES (?, ?)", [(study_id, json.dumps(u.key)) for u in everything])
         study = cls(run_dir, study_id, db)
         study._plan(units, first=True)
         return study
@@ -240,8 +257,15 @@ class Study:
         return 0 if top is None else int(top) + 1
 
     def add_units(self) -> int:
-        """Plan the run's units that appeared since (more replies, more conversations); nothing moves."""
-        return self._plan(run_units(self.run_dir, self.protocol))
+        """Plan the run's units that appeared since (more replies, more conversations); nothing moves. A
+        sampled study takes the same share of the new units, picked by a hash of the seed and the unit."""
+        seen = {r[0] for r in self._db.execute("SELECT unit_key FROM seen WHERE study=?", (self.id,))}
+        new = [u for u in run_units(self.run_dir, self.protocol) if json.dumps(u.key) not in seen]
+        if not new:
+            return 0
+        with _tx(self._db):
+            self._db.executemany("INSERT INTO seen VALUES (?, ?)", [(self.id, json.dumps(u.key)) for u in new])
+        return self._plan([u for u in new if _fraction(self.seed, u.key) < self.rate])
 
     # -- raters and links -------------------------------------------------------------------------
     def raters(self) -> list[str]:
@@ -394,6 +418,12 @@ def _spread(units: list[tuple[str, Unit]]) -> list[tuple[str, Unit]]:
         pick = next((i for i, (_, u) in enumerate(pending) if u.key[0] != last), 0)
         out.append(pending.pop(pick))
     return out
+
+
+def _fraction(seed: int, key: tuple[str, str, int]) -> float:
+    """A stable number in [0, 1) for a unit: which new units a sampled study takes."""
+    digest = hashlib.sha256(json.dumps([seed, list(key)]).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def _hash(token: str) -> str:

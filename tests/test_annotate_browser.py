@@ -1,0 +1,138 @@
+"""Two raters rate 10 units in headless Chromium with the keyboard only, through the real server.
+
+Playwright for Python drives Debian's /usr/bin/chromium (never `playwright install`). Checked: the answers in
+SQLite are what was typed, `mheval annotate status` shows the kappa those answers imply, no request leaves the
+server and the console logs no error. A screenshot of a Chinese unit is kept in test-artifacts/ (docs/annotate-rating-page.png is a copy
+of one), and the seconds per unit of a keyboard-only rater are printed as JSON. Without Chromium or
+Playwright the test is skipped, except in CI, where it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sklearn.metrics import cohen_kappa_score
+
+from annotate_helpers import build_run
+from mheval.annotate import init_study, study_status
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ("empathy_collaboration", "emotion_regulation", "explore_concerns", "risk_assessment", "external_support")
+
+
+def _needs_browser() -> None:
+    missing = not Path(CHROMIUM).is_file()
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing = True
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have /usr/bin/chromium and playwright (scripts/install-browser.sh, the test extra)")
+        pytest.skip("needs /usr/bin/chromium and playwright")
+
+
+def _answer(rater: str, unit: str, question: str) -> str:
+    """What each rater types: the same pattern, except that bob disagrees on one question of every third unit."""
+    n = int(unit[1:])
+    value = "y" if (n + QUESTIONS.index(question)) % 2 == 0 else "n"
+    if rater == "bob" and question == "risk_assessment" and n % 3 == 0:
+        value = "n" if value == "y" else "y"
+    return value
+
+
+def test_two_raters_rate_ten_units_with_the_keyboard_only(tmp_path: Path) -> None:
+    _needs_browser()
+    from playwright.sync_api import sync_playwright
+
+    run_dir = build_run(tmp_path / "run")
+    study = init_study(run_dir, "psycrisis", ["alice", "bob"], overlap=2, sample=10, seed=7)
+    queues = {r: study.queue(r) for r in study.raters()}
+    study.close()
+    port = 21000 + os.getpid() % 20000
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mheval", "annotate", "serve", str(run_dir), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    links: dict[str, str] = {}
+    while len(links) < 2:
+        line = proc.stdout.readline()
+        if "http://" in line:
+            name, url = line.strip().split(": ", 1)
+            links[name] = url
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(links["alice"], timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    base = f"http://127.0.0.1:{port}/"
+    problems: list[str] = []
+    per_unit: list[float] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            for rater, url in links.items():
+                page = browser.new_page(viewport={"width": 1100, "height": 900})
+                page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+                page.on("request", lambda r: None if r.url.startswith(base) else problems.append(r.url))
+                page.goto(url)
+                assert "988" in page.content()  # the content warning comes first
+                page.keyboard.press("Enter")
+                for _ in queues[rater]:
+                    page.wait_for_selector("#unit")
+                    uid = page.get_attribute("#unit", "data-unit")
+                    assert uid is not None
+                    started = time.perf_counter()
+                    for i, q in enumerate(QUESTIONS, start=1):
+                        page.keyboard.press(_answer(rater, uid, q))
+                        page.wait_for_selector(f"body[data-saved='{i}']", state="attached")
+                    page.keyboard.press("Enter")
+                    page.wait_for_url(lambda u, uid=uid: f"/u/{uid}" not in u)
+                    per_unit.append(time.perf_counter() - started)
+                assert "/done" in page.url
+                page.close()
+            zh = _chinese_unit(run_dir, queues["alice"])
+            page = browser.new_page(viewport={"width": 1000, "height": 1100})
+            page.goto(f"{links['alice']}u/{zh}")
+            page.keyboard.press("ArrowDown")
+            artifacts = ROOT / "test-artifacts"
+            artifacts.mkdir(exist_ok=True)
+            page.screenshot(path=str(artifacts / "annotate-zh.png"), full_page=True)
+            browser.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert problems == []
+    with sqlite3.connect(run_dir / "studies.db") as db:
+        rows = db.execute("SELECT rater, unit_id, question, value FROM answers").fetchall()
+    assert len(rows) == 2 * 10 * len(QUESTIONS)
+    for rater, uid, q, value in rows:
+        assert value == ("1" if _answer(rater, uid, q) == "y" else "0")
+    units = sorted(queues["alice"])
+    expected = cohen_kappa_score([_answer("alice", u, "risk_assessment") for u in units],
+                                 [_answer("bob", u, "risk_assessment") for u in units])  # fmt: skip
+    status = study_status(run_dir)
+    (risk,) = [a for a in status.agreement if a.question == "risk_assessment"]
+    assert risk.units == 10 and risk.pairs[0][2].value == pytest.approx(expected)
+    assert all(r.done == 10 for r in status.raters)
+    cli = subprocess.run([sys.executable, "-m", "mheval", "annotate", "status", str(run_dir)], capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert cli.returncode == 0 and f"{expected:.3f}" in cli.stdout
+    print(json.dumps({"keyboard_seconds_per_unit": round(sum(per_unit) / len(per_unit), 3), "units": len(per_unit)}))
+
+
+def _chinese_unit(run_dir: Path, queue: list[str]) -> str:
+    with sqlite3.connect(run_dir / "studies.db") as db:
+        languages = {u: json.loads(d)["language"] for u, d in db.execute("SELECT unit_id, data FROM units")}
+    return next(u for u in queue if languages[u] == "zh")
