@@ -2,9 +2,9 @@
 
 Playwright for Python drives Debian's /usr/bin/chromium (never `playwright install`). Checked: the answers in
 SQLite are what was typed, `mheval annotate status` shows the kappa those answers imply, no request leaves the
-server and the console logs no error. A screenshot of a Chinese unit is kept in test-artifacts/ (docs/annotate-rating-page.png is a copy
-of one), and the seconds per unit of a keyboard-only rater are printed as JSON. Without Chromium or
-Playwright the test is skipped, except in CI, where it fails.
+server and the console logs no error. A screenshot of a Chinese unit is kept in test-artifacts/
+(docs/annotate-rating-page.png is a copy of one), and the seconds per unit of a keyboard-only rater are
+printed as JSON. Without Chromium or Playwright the test is skipped, except in CI, where it fails.
 """
 
 from __future__ import annotations
