@@ -28,7 +28,8 @@ SLOW_MODULES = frozenset({
     "test_api", "test_batch", "test_cli_train", "test_crisis_core", "test_e2e_local", "test_finetune",
     "test_injection_policy", "test_inspect", "test_integrity", "test_local_model", "test_offline_speeds",
     "test_pipeline", "test_annotate_browser", "test_multiturn_e2e", "test_multiturn_kill", "test_ray_executor",
-    "test_report_browser", "test_reproduce", "test_trained_judges", "test_training", "test_benchmarks_quick", "test_import", "test_cli_errors", "test_outputs_overwrite",
+    "test_report_browser", "test_reproduce", "test_trained_judges", "test_training", "test_benchmarks_quick",
+    "test_import", "test_cli_errors", "test_outputs_overwrite",
 })  # fmt: skip
 
 
