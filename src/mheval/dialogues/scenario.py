@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mheval.errors import InputError
 from mheval.records import CRISIS_LABELS
-from mheval.yamlio import compose_yaml, load_yaml
+from mheval.yamlio import compose_yaml, read_yaml_file
 
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "high", "imminent")
 
@@ -185,20 +185,7 @@ def parse_scenario(data: Any, path: str | Path = "<scenario>", text: str | None 
 
 def load_scenario(path: str | Path) -> Scenario:
     """Read one scenario file (YAML)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the scenario: {exc}", path=path) from None
-    try:
-        data = load_yaml(text)
-    except Exception as exc:  # yaml.YAMLError and its marks
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(
-            f"not valid YAML: {getattr(exc, 'problem', exc)}",
-            path=path,
-            line=mark.line + 1 if mark is not None else None,
-        ) from None
+    text, data = read_yaml_file(Path(path), "scenario")
     return parse_scenario(data, path, text)
 
 

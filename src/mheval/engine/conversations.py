@@ -23,7 +23,7 @@ from mheval.config import RunConfig
 from mheval.dialogues import flow
 from mheval.dialogues.scenario import Scenario, turn_case_id
 from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
-from mheval.engine.identity import Inputs, digest, judging_inputs
+from mheval.engine.identity import Inputs, digest, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
 from mheval.models.base import ChatModel
 from mheval.protocols import ProtocolSpec
@@ -47,19 +47,10 @@ class Played:
 
 def conversation_inputs(scenario: Scenario, target: str, sample: int, config: RunConfig, mode: str) -> Inputs:
     """What decides a conversation before its first turn (each exchange adds the turns before it)."""
-    target_params = {
-        "model": target,
-        "sample": sample,
-        "seed": config.seed + sample,
-        "temperature": config.temperature,
-        "max_tokens": config.max_tokens_for(target),
-        "system_prompt": config.system_prompt,
-        "max_reply_chars": config.max_reply_chars,
-    }
     simulator = {"mode": mode, "simulator": config.simulator if mode == "adaptive" else None}
     return {
         "case": digest(scenario.model_dump(mode="json")),
-        "model": digest(target_params),
+        "model": digest(target_params(target, sample, config)),
         "simulator": digest(simulator),
     }
 

@@ -58,8 +58,9 @@ def case_for_judging(case: Case) -> str:
     return digest([_turns(case), case.language, case.locale, case.crisis_label])
 
 
-def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) -> Inputs:
-    params = {
+def target_params(model: str, sample: int, config: RunConfig) -> dict[str, Any]:
+    """What decides a target model's reply besides the conversation it is given."""
+    return {
         "model": model,
         "sample": sample,
         "seed": config.seed + sample,
@@ -68,7 +69,10 @@ def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) ->
         "system_prompt": config.system_prompt,
         "max_reply_chars": config.max_reply_chars,
     }
-    return {"case": case_for_generation(case), "model": digest(params)}
+
+
+def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) -> Inputs:
+    return {"case": case_for_generation(case), "model": digest(target_params(model, sample, config))}
 
 
 def given_response_inputs(case: Case, response: Response) -> Inputs:

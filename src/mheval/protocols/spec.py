@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mheval.errors import InputError
 from mheval.records import LANGUAGES
-from mheval.yamlio import compose_yaml, load_yaml
+from mheval.yamlio import compose_yaml, read_yaml_file
 
 DEFS_DIR = Path(__file__).resolve().parent / "defs"
 
@@ -328,19 +328,8 @@ def _load_cached(path: Path, mtime_ns: int) -> ProtocolSpec:
 
 def load_file(path: Path) -> ProtocolSpec:
     """Read, validate and check one protocol file; every problem becomes an InputError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read protocol file: {exc}", path=path) from exc
-    try:
-        raw = load_yaml(text)
-        root = compose_yaml(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(
-            f"invalid YAML: {problem}", path=path, line=mark.line + 1 if mark is not None else None
-        ) from exc
+    text, raw = read_yaml_file(path, "protocol file")
+    root = compose_yaml(text)
     if not isinstance(raw, dict):
         raise InputError("a protocol file must be a YAML mapping", path=path)
     try:
