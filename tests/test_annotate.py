@@ -180,6 +180,10 @@ def test_export_then_agree_reproduces_a_known_kappa(run_dir, tmp_path):
     payload = json.loads(report.to_json())
     assert "ann" in report.to_json() and "offline" in report.to_json()
     assert payload  # the humans among themselves, the offline judge against them, the verdicts
+    from mheval.report.html import render_report
+
+    html = render_report(folder)  # the report's reliability section reads the study directly
+    assert "study crisis-triage (mheval annotate)" in html and "humans among themselves" in html
     with pytest.raises(mheval.InputError, match="exists"):
         export_ratings(folder, "judgments")
     for fmt in ("csv", "parquet"):
@@ -261,6 +265,30 @@ def test_tokens_blinding_upsert_and_isolation_over_http(run_dir, tmp_path):
     other = [u for u in s.queue("ben") if u not in s.queue("ann")]
     if other:
         assert client.get(f"/r/{links['ann']}/u/{other[0]}").status_code == 404
+
+
+def test_two_raters_answering_at_once_never_overwrite_each_other(run_dir, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder = _fresh(run_dir, tmp_path)
+    s = init_study(folder, "psycrisis", ["ann", "ben"], overlap=2)
+    links = s.new_links()
+    client = TestClient(create_app(s))
+    questions = [q.id for q in s.view("ann", s.queue("ann")[0]).form.questions]
+
+    def rate(rater: str) -> int:
+        value = "1" if rater == "ann" else "0"
+        for uid in s.queue(rater):
+            for q in questions:
+                r = client.post(f"/r/{links[rater]}/answer", json={"unit": uid, "question": q, "value": value})
+                assert r.status_code == 200
+        return len(s.queue(rater))
+
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(rate, ["ann", "ben"])) == [14, 14]
+    with sqlite3.connect(folder / "studies.db") as db:
+        rows = db.execute("SELECT rater, value, COUNT(*) FROM answers GROUP BY rater, value").fetchall()
+    assert sorted(rows) == [("ann", "1", 14 * 5), ("ben", "0", 14 * 5)]
 
 
 def test_killed_server_restarts_with_every_answer_once(run_dir, tmp_path):
