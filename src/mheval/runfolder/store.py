@@ -341,14 +341,17 @@ class Store:
         return moved
 
     def provider_errors(self) -> int:
-        """Failed calls that running again retries: responses without text and judgments unscored for a
-        provider's reason."""
+        """Failed calls that running again retries: responses without text, judgments unscored for a
+        provider's reason, and conversations stopped by a provider failure."""
         self.flush()
         failed = self._db.execute("SELECT COUNT(*) FROM responses WHERE ok=0").fetchone()[0]
         unscored = self._db.execute(
             f"SELECT COUNT(*) FROM judgments WHERE status='unscored' AND reason IN {_RETRYABLE_SQL}"
         ).fetchone()[0]
-        return int(failed) + int(unscored)
+        stopped = self._db.execute(  # conversations cut short by a failing target or simulator endpoint
+            f"SELECT COUNT(*) FROM conversations WHERE json_extract(data, '$.reason') IN {_RETRYABLE_SQL}"
+        ).fetchone()[0]
+        return int(failed) + int(unscored) + int(stopped)
 
     def count(self, table: str) -> int:
         if table not in (
