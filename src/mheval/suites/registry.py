@@ -51,16 +51,22 @@ FORMATS: dict[str, str] = {
     "paper's released files load as they are: records without id get <dataset_id>-<position>",
     "mentalalign": "MentalAlign-70k human_scores.xlsx (or its folder): one case per context",
 }
+SCENARIOS_FORMAT = (
+    "multi-turn: your own scenario YAMLs, a folder of them or one file, written like the crisis-dialogues "
+    "ones (persona, beats, expectations); a bare folder or .yaml path works too"
+)
+"""How `scenarios:PATH` is listed (suites/dialogues.py reads it; load_suite never sees it)."""
 _SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
 def list_suites() -> list[tuple[str, str]]:
-    """(name, one-line description) for the built-in suites, then the `FORMAT:PATH` forms."""
+    """(name, one-line description) for the built-in suites, then the `FORMAT:PATH` forms (scenarios last)."""
     from mheval.suites.dialogues import DIALOGUE_SUITES
 
     out = [(name, desc) for name, (_, desc) in BUILTINS.items()]
     out += [(name, f"multi-turn: {desc}") for name, (_, desc) in DIALOGUE_SUITES.items()]
     out += [(f"{fmt}:PATH", desc) for fmt, desc in FORMATS.items()]
+    out += [("scenarios:PATH", SCENARIOS_FORMAT)]
     return out
 
 
