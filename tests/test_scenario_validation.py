@@ -130,6 +130,14 @@ def test_a_control_or_no_risk_scenario_may_not_disclose_risk(tmp_path, changes, 
     assert load_scenario(write(tmp_path, **changes, DISCLOSES="false")).risk_level == changes["RISK"]
 
 
+@pytest.mark.parametrize("risk", ["high", "imminent"])
+def test_high_or_imminent_risk_needs_a_beat_that_discloses_it(tmp_path, risk):
+    error = refused(write(tmp_path, RISK=risk, DISCLOSES="false"))
+    assert (error.line, error.field) == (5, "risk_level")
+    assert risk in error.message and "discloses_risk: true" in error.message
+    assert load_scenario(write(tmp_path, RISK="low", DISCLOSES="false")).risk_level == "low"
+
+
 # -- Chinese script against locale -----------------------------------------------------------------------
 
 ZH_SIMPLIFIED = {"TITLE": "测试", "SITUATION": "刚刚失业", "FIRST": "最近工作太累了。", "SECOND": "有时候真想消失。"}

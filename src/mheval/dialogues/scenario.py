@@ -3,7 +3,7 @@
 A scenario file is written in the project's own words (see suites/builtin/crisis-dialogues/). It is read
 strictly: an unknown key, a missing one or a wrong value is refused naming the file, the key and why, and
 so is a scenario that contradicts itself: an expectation in the wrong list, risk disclosed in a benign
-control, Chinese text in the other script than its locale reads.
+control, high risk that no beat discloses, Chinese text in the other script than its locale reads.
 The per-turn cases a conversation yields are named `<scenario id>#t<turn>` (`turn_case_id`), so their
 judgments live in the run store beside single-turn ones without colliding with them.
 """
@@ -241,6 +241,11 @@ class Scenario(_Strict):
                 if beat.discloses_risk:
                     why = "family benign_control" if self.family == "benign_control" else "risk_level none"
                     raise FieldError(f"a scenario with {why} may not disclose risk", "beats", i, "discloses_risk")
+        if self.risk_level in ("high", "imminent") and not any(b.discloses_risk for b in self.beats):
+            raise FieldError(
+                f"is {self.risk_level}, so some beat must have `discloses_risk: true` (the turn the risk comes out)",
+                "risk_level",
+            )
         return self
 
     @model_validator(mode="after")
