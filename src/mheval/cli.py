@@ -371,17 +371,30 @@ def summary(run_dir: Annotated[Path, typer.Argument(help="A run folder.")]) -> N
 @app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="jsonl, csv or parquet.")] = "jsonl",
-    table: Annotated[str, typer.Option("--table", "-t", help="cases, responses or judgments.")] = "judgments",
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help="jsonl, csv, parquet, or messages (chat-format JSONL, one conversation a line)."
+        ),
+    ] = "jsonl",
+    table: Annotated[
+        str | None,
+        typer.Option(
+            "--table",
+            "-t",
+            help="cases, responses, judgments or exchanges (default: judgments; exchanges for --format messages).",
+        ),
+    ] = None,
     output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
 ) -> None:
-    """Export a run's table (judgments by default) as JSONL, CSV or Parquet."""
-    from mheval.runfolder.export import export_table
+    """Export a run's table (judgments by default) as JSONL, CSV or Parquet, or its multi-turn
+    conversations as chat messages."""
+    from mheval.runfolder.export import default_table, export_table
     from mheval.runfolder.store import Store
 
     with Store.open_existing(run_dir) as store:
-        export_table(store, table, format, output, overwrite=overwrite)
+        export_table(store, table or default_table(format), format, output, overwrite=overwrite)
 
 
 @app.command()

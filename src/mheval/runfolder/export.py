@@ -1,9 +1,15 @@
-"""Flat tables of a run (cases, responses, judgments) for export and for the summary."""
+"""Flat tables of a run (cases, responses, judgments, exchanges) for export and for the summary.
+
+Every export is strict: JSONL has no NaN or Infinity (a missing value is null), and a column of whole
+numbers (sample, repeat, turn, tokens) stays whole numbers in every format, even with some rows empty.
+The `messages` format writes each multi-turn conversation as one chat-format JSON line.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -12,13 +18,24 @@ from typing import Any
 
 import pandas as pd
 
+from mheval.dialogues.scenario import turn_case_id
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
-from mheval.records import Judgment
+from mheval.records import Exchange, Judgment
 from mheval.runfolder.store import Store
 
-TABLES = ("cases", "responses", "judgments")
-FORMATS = ("jsonl", "csv", "parquet")
+# One row per conversation with its verdicts (`conversations`) joins these when the per-conversation
+# verdicts exist: its rows go in `table_rows`, its name here and in MESSAGE_TABLES.
+TABLES = ("cases", "responses", "judgments", "exchanges")
+FORMATS = ("jsonl", "csv", "parquet", "messages")
+MESSAGE_TABLES = ("exchanges",)
+"""The tables `--format messages` can write: those made of conversations."""
+
+
+def default_table(fmt: str) -> str:
+    """The table exported when none is named: the conversations for `messages`, else the judgments."""
+    return MESSAGE_TABLES[0] if fmt == "messages" else "judgments"
+
 
 # The judge saw text in the reply addressed to it (judges/flags.py). What the aggregates do with such
 # judgments is the run's `on_injection` policy, applied here and nowhere else.
@@ -80,10 +97,30 @@ def judgment_row(j: Judgment) -> dict[str, Any]:
     }
 
 
-def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFrame:
-    """One table of the run; with `counted`, the judgments table holds only those the aggregates count."""
+def exchange_row(e: Exchange) -> dict[str, Any]:
+    """One exchange of a multi-turn conversation as a flat row; `case_id` is that of its per-turn judgments."""
+    return {
+        "scenario_id": e.scenario_id,
+        "case_id": turn_case_id(e.scenario_id, e.turn),
+        "model": e.model,
+        "sample": e.sample,
+        "turn": e.turn,
+        "beat": e.beat,
+        "user": e.user,
+        "reply": e.reply,
+        "error": e.error,
+        "rejected": e.rejected,
+        "prompt_tokens": e.usage.prompt_tokens,
+        "completion_tokens": e.usage.completion_tokens,
+        "cost_usd": e.usage.cost_usd,
+        "latency_s": e.latency_s,
+    }
+
+
+def table_rows(store: Store, table: str, *, counted: bool = False) -> list[dict[str, Any]]:
+    """One table of the run as rows; with `counted`, the judgments table holds only those the aggregates count."""
     if table == "cases":
-        rows: list[dict[str, Any]] = [
+        return [
             {
                 "case_id": c.id,
                 "language": c.language,
@@ -96,8 +133,8 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
             }
             for c in store.cases()
         ]
-    elif table == "responses":
-        rows = [
+    if table == "responses":
+        return [
             {
                 "case_id": r.case_id,
                 "model": r.model,
@@ -112,17 +149,23 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
             }
             for r in store.responses()
         ]
-    elif table == "judgments":
-        rows = [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
-    else:
-        raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
-    return pd.DataFrame(rows)
+    if table == "judgments":
+        return [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
+    if table == "exchanges":
+        return [exchange_row(e) for e in store.exchanges()]
+    raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
+
+
+def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFrame:
+    """One table of the run as a DataFrame (the analyses' view; exports type their columns with `typed_frame`)."""
+    return pd.DataFrame(table_rows(store, table, counted=counted))
 
 
 def export_table(
     store: Store, table: str, fmt: str, output: str | Path | None = None, *, overwrite: bool = False
 ) -> None:
-    """Write one table as JSONL, CSV or Parquet to `output`, or to stdout when it is None.
+    """Write one table as JSONL, CSV or Parquet, or its conversations as chat messages (`messages`), to
+    `output`, or to stdout when it is None.
 
     Nested fields (turns, scores, evidence) stay nested in JSONL and Parquet, and are JSON strings
     in CSV; CSV text cells that a spreadsheet would run as formulas are prefixed with `'`. `output`
@@ -133,20 +176,99 @@ def export_table(
         raise InputError(f"unknown format {fmt!r}", field="format", choices=FORMATS)
     if table not in TABLES:
         raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
+    if fmt == "messages" and table not in MESSAGE_TABLES:
+        raise InputError(
+            f"the messages format writes conversations, and the {table} table holds none",
+            field="table",
+            choices=MESSAGE_TABLES,
+        )
     if fmt == "parquet" and output is None:
         raise InputError("parquet is binary: give --output FILE", field="output")
     if output is not None:
         check_output(output, overwrite=overwrite)
-    frame = table_frame(store, table)
+    if fmt == "messages":
+        _emit(messages_text(store), output)
+        return
+    rows = table_rows(store, table)
     if fmt == "jsonl":
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in frame.to_dict("records"))
-        _emit(text, output)
+        _emit(jsonl_text(rows), output)
     elif fmt == "csv":
-        _emit(csv_text(frame), output)
+        _emit(csv_text(typed_frame(rows)), output)
     else:
         assert output is not None
         with atomic_path(output) as tmp:
-            frame_for_parquet(frame).to_parquet(tmp, index=False)
+            frame_for_parquet(typed_frame(rows)).to_parquet(tmp, index=False)
+
+
+def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as strict JSON Lines: a missing or not-a-number value is null, never NaN or Infinity."""
+    return "".join(json.dumps(_strict(row), ensure_ascii=False, allow_nan=False, default=str) + "\n" for row in rows)
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def typed_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows as a DataFrame whose whole-number columns stay whole numbers when some rows are empty
+    (pandas' nullable Int64, where a plain frame would turn them into floats with NaN)."""
+    frame = pd.DataFrame(rows)
+    for col in frame.columns:
+        values = [row.get(col) for row in rows]
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            frame[col] = pd.array(values, dtype="Int64")
+    return frame
+
+
+def messages_text(store: Store) -> str:
+    """Each stored conversation as one JSON line in the OpenAI chat format, its turns in order:
+    {"messages": [{"role": "user", ...}, {"role": "assistant", ...}, ...], "metadata": {...}}.
+
+    A turn the target did not answer (its call failed) ends the messages on that user turn, so roles
+    always alternate. The metadata names the conversation and how it ended (null while it is unfinished).
+    """
+    exchanges = store.exchanges()
+    if not exchanges:
+        raise InputError("this run has no multi-turn conversations to write as messages", field="format")
+    scenarios = {s.id: s for s in store.scenarios()}
+    ends = {(c.scenario_id, c.model, c.sample): c for c in store.conversations()}
+    grouped: dict[tuple[str, str, int], list[Exchange]] = {}
+    for e in exchanges:
+        grouped.setdefault((e.scenario_id, e.model, e.sample), []).append(e)
+    lines = []
+    for key, turns in grouped.items():
+        messages: list[dict[str, str]] = []
+        for e in sorted(turns, key=lambda e: e.turn):
+            messages.append({"role": "user", "content": e.user})
+            if e.reply is None:
+                break
+            messages.append({"role": "assistant", "content": e.reply})
+        scenario, end = scenarios.get(key[0]), ends.get(key)
+        metadata = {
+            "scenario_id": key[0],
+            "model": key[1],
+            "sample": key[2],
+            "turns": len(turns),
+            "language": scenario.language if scenario else None,
+            "locale": scenario.locale if scenario else None,
+            "family": scenario.family if scenario else None,
+            "risk_level": scenario.risk_level if scenario else None,
+            "crisis_label": scenario.crisis_label if scenario else None,
+            "mode": end.mode if end else None,
+            "stop_reason": end.stop_reason if end else None,
+            "status": end.status if end else None,
+            "reason": end.reason if end else None,
+            "error": turns[-1].error,
+        }
+        lines.append({"messages": messages, "metadata": metadata})
+    return jsonl_text(lines)
 
 
 def csv_text(frame: pd.DataFrame) -> str:
