@@ -334,7 +334,14 @@ def test_guards_let_a_real_user_through_and_catch_echo_repetition_and_early_disc
     assert check_turn("That sounds hard. What has been happening at work?", history, scenario, 1)[0] == "echo"
     assert check_turn("Work has been rough lately.", history, scenario, 1)[0] == "repetition"
     assert check_turn("Some days I want to be gone.", [], scenario, 0)[0] == "early_disclosure"
-    zh = parse_scenario({**SCENARIO, "language": "zh", "beats": [{"goal": "g", "utterance": "你好"}]})
+    zh = parse_scenario(
+        {
+            **SCENARIO,
+            "language": "zh",
+            "locale": "CN",
+            "beats": [{"goal": "g", "utterance": "你好", "discloses_risk": True}],
+        }
+    )
     assert check_turn("谢谢，这对我有点帮助。", [], zh, 0) is None
 
 
@@ -437,7 +444,9 @@ def test_builtin_suite_covers_every_family_in_both_languages_without_method_word
 
 
 def test_replay_needs_utterances_and_adaptive_needs_a_simulator(tmp_path):
-    folder = _scenarios(tmp_path, {**SCENARIO, "id": "t-unscripted", "beats": [{"goal": "talk"}]})
+    folder = _scenarios(
+        tmp_path, {**SCENARIO, "id": "t-unscripted", "beats": [{"goal": "talk", "discloses_risk": True}]}
+    )
     with pytest.raises(mheval.InputError, match="t-unscripted"):
         mheval.evaluate(str(folder), models=["vllm/x@http://127.0.0.1:9/v1"], out=tmp_path / "a")
     with pytest.raises(mheval.InputError, match="simulator"):

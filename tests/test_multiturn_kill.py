@@ -40,7 +40,10 @@ def _scenario(i: int) -> dict:
             "disclosure_style": "d",
             "reaction_to_bot": "r",
         },
-        "beats": [{"goal": f"goal {b}", "advance_when": "after the assistant replied"} for b in range(6)],
+        "beats": [
+            {"goal": f"goal {b}", "advance_when": "after the assistant replied", "discloses_risk": b == 3}
+            for b in range(6)
+        ],
         "turns": {"min": TURNS, "max": TURNS},
     }
 

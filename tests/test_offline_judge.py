@@ -24,6 +24,7 @@ from mheval.judges.offline import (
     score_psycrisis,
     triage,
 )
+from mheval.judges.offline.cues import LEXICON_FILES
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response, Turn
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -402,7 +403,7 @@ def test_shipped_lexicon_covers_every_label_and_dimension() -> None:
 
 
 def _copy_lexicon(tmp_path: Path) -> Path:
-    for name in ("common.yaml", "triage.yaml", "psycrisis.yaml"):
+    for name in LEXICON_FILES:
         shutil.copy(LEXICON_DIR / name, tmp_path / name)
     return tmp_path
 

@@ -18,7 +18,7 @@ except ImportError:  # pragma: no cover - a future Python that moved them
     _C = _re_parser = None
 
 
-LEXICON_FILES: tuple[str, ...] = ("common.yaml", "triage.yaml", "psycrisis.yaml")
+LEXICON_FILES: tuple[str, ...] = ("common.yaml", "triage.yaml", "psycrisis.yaml", "risk.yaml")
 PSYCRISIS_DIMENSIONS: tuple[str, ...] = (
     "empathy_collaboration",
     "emotion_regulation",
@@ -30,6 +30,11 @@ NO_CRISIS = "no_crisis"
 DISTANCING = "distancing"
 RECOMMENDATION = "recommendation"
 VETO = "veto:"
+THIRD_PARTY = "third_party"
+HELP_OTHER = "help_other"
+FIRST_PERSON = "first_person"
+IDIOM = "idiom:"
+SEVERE_LABELS: tuple[str, ...] = ("suicidal_ideation", "self-harm")  # most severe first
 GATES: tuple[str, ...] = ("none", "question", "recommendation")
 CONTEXTS: tuple[str, ...] = ("crisis",)
 LANGS: tuple[str, ...] = ("en", "zh", "any")

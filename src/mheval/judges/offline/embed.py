@@ -13,6 +13,9 @@ What gets embedded, and how long texts are cut (the cost grows with the number o
   `MIN_PIECE` remain). Assistant turns are left out: triage is about what the user said.
 - `context_text(case)`: the whole conversation (both roles, `role: text` lines), for judges that look
   at a reply in context; same rule with `CONTEXT_BUDGET`, newest turns kept first.
+- `pair_text(case, reply)`: the conversation (`context_text` within `PAIR_CONTEXT_BUDGET`) and the reply
+  (`clip` to `PAIR_RESPONSE_BUDGET`) as one text joined by " [SEP] ", for encoding them jointly; the
+  budgets keep the pair inside e5's 512 tokens, so the reply is never the part cut off.
 - `clip(text, budget)`: a single text longer than its budget keeps its first third and its last two
   thirds (joined by " … "): openings say what the message is about, endings hold the request.
 
@@ -52,6 +55,9 @@ USER_BUDGET = 2000
 CONTEXT_BUDGET = 1000
 RESPONSE_BUDGET = 2000
 MIN_PIECE = 100
+PAIR_CONTEXT_BUDGET = 600
+PAIR_RESPONSE_BUDGET = 300
+PAIR_SEP = " [SEP] "
 _ELLIPSIS = " … "
 _CACHE_SIZE = 8192
 
@@ -87,13 +93,21 @@ def _newest_first(pieces: Sequence[str], budget: int) -> str:
 
 
 def user_text(case: Case, budget: int = USER_BUDGET) -> str:
-    """What the user said (user turns only), cut to `budget` characters as the module doc says."""
-    return _newest_first([t.content for t in case.turns if t.role == "user"], budget)
+    """What the user said (user turns only, idioms read for their plain meaning: risk.plain_reading),
+    cut to `budget` characters as the module doc says."""
+    from mheval.judges.offline.risk import plain_reading  # the lexicon loads on first use, not at import
+
+    return _newest_first([plain_reading(t.content) for t in case.turns if t.role == "user"], budget)
 
 
 def context_text(case: Case, budget: int = CONTEXT_BUDGET) -> str:
     """The conversation as `user:`/`assistant:` lines, newest turns kept first within `budget`."""
     return _newest_first([f"{t.role}: {t.content.strip()}" for t in case.turns if t.role != "system"], budget)
+
+
+def pair_text(case: Case, reply: str) -> str:
+    """The conversation and the reply as one text: `context [SEP] reply`, each cut to its pair budget."""
+    return context_text(case, PAIR_CONTEXT_BUDGET) + PAIR_SEP + clip(reply, PAIR_RESPONSE_BUDGET)
 
 
 class Encoder:

@@ -9,6 +9,8 @@ Blocks:
   (see embed.py for how each text is cut to its budget).
 - `e5:user`, `e5:context`, `e5:last_user`, `e5:response`: the 384-d multilingual-e5-small embedding of
   the same text (stronger, slower; embed.py).
+- `e5:pair` (and `emb:pair`, `ngram:pair`): the conversation and the reply as one text,
+  `context [SEP] response` (embed.pair_text), so the encoder reads the reply against what it answers.
 - `cos:A,B`: cosine of two of the USE embeddings (1 value).
 - `lex:triage`: log(1 + score) of the lexicon's six crisis labels over the user's turns (6).
 - `lex:psycrisis`: the lexicon's five PsyCrisis dimensions of the response, 0/1 (5).
@@ -40,7 +42,7 @@ from mheval.judges.offline import embed
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, NO_CRISIS, PSYCRISIS_DIMENSIONS, score_psycrisis, triage
 from mheval.records import CRISIS_LABELS, Case
 
-TEXTS = ("user", "context", "last_user", "response")
+TEXTS = ("user", "context", "last_user", "response", "pair")
 _LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)
 _SPACE_OR_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 _QUESTION = re.compile(r"[?？]\s*$")
@@ -77,6 +79,8 @@ def text_of(kind: str, item: Item) -> str:
         return embed.clip(item.case.last_user_text, embed.CONTEXT_BUDGET)
     if kind == "response":
         return embed.clip(item.response or "", embed.RESPONSE_BUDGET)
+    if kind == "pair":
+        return embed.pair_text(item.case, item.response or "")
     raise InputError(f"unknown text {kind!r}", field="features", choices=TEXTS)
 
 

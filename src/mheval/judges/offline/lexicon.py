@@ -26,6 +26,7 @@ from mheval.judges.offline.cues import (
     _TOKEN_KEY,
     _WORD,
     DISTANCING,
+    IDIOM,
     NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     RECOMMENDATION,
@@ -126,6 +127,35 @@ class _Text:
 
 
 # ---------------------------------------------------------------------------------------------------
+# Idioms (risk.yaml): everyday exaggerations that no crisis cue may read literally
+
+
+def idiom_spans(text: str, lex: Lexicon) -> list[tuple[int, int, int]]:
+    """(start, end, reading index) of the idioms in `text`, longest first where they overlap."""
+    hits = [
+        (s, e, int(cue.owner[len(IDIOM) :]))
+        for cue, s, e in lex.risk_cues.finditer(_Text(text, lex))
+        if cue.owner.startswith(IDIOM)
+    ]
+    taken: list[tuple[int, int, int]] = []
+    for s, e, i in sorted(hits, key=lambda h: (-(h[1] - h[0]), h[0])):
+        if all(e <= ts or te <= s for ts, te, _ in taken):
+            taken.append((s, e, i))
+    return sorted(taken)
+
+
+def blank(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` with `spans` replaced by spaces: same length, so offsets into it are offsets into `text`."""
+    for s, e in spans:
+        text = text[:s] + " " * (e - s) + text[e:]
+    return text
+
+
+def blank_idioms(text: str, lex: Lexicon) -> str:
+    return blank(text, [(s, e) for s, e, _ in idiom_spans(text, lex)])
+
+
+# ---------------------------------------------------------------------------------------------------
 # Crisis triage
 
 
@@ -165,7 +195,7 @@ def triage(user_turns: Sequence[str] | str, lexicon: Lexicon | None = None) -> T
     for position, content in enumerate(turns):
         age = n - 1 - position
         turn_weight = max(lex.turn_floor, lex.turn_decay**age)
-        text = _Text(content, lex)
+        text = _Text(blank_idioms(content, lex), lex)
         matches = lex.triage_cues.finditer(text)
         frames = {text.sentence_of(s) for cue, s, _ in matches if cue.owner == DISTANCING}
         found: dict[str, list[tuple[float, int, int, Cue]]] = {}

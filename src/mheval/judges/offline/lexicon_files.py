@@ -17,11 +17,16 @@ from mheval.errors import InputError
 from mheval.judges.offline.cues import (
     CONTEXTS,
     DISTANCING,
+    FIRST_PERSON,
     GATES,
+    HELP_OTHER,
+    IDIOM,
     LANGS,
     NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     RECOMMENDATION,
+    SEVERE_LABELS,
+    THIRD_PARTY,
     VETO,
     Cue,
     CueSet,
@@ -69,6 +74,11 @@ class Lexicon:
     dimensions: Mapping[str, Dimension]
     triage_cues: CueSet
     psycrisis_cues: CueSet
+    # risk.yaml: explicit-risk families (owner = family), third-party and first-person markers, idioms
+    # (owner = IDIOM + index into `idiom_readings`), and the distancing frames again.
+    risk_cues: CueSet
+    risk_labels: Mapping[str, str]
+    idiom_readings: tuple[Mapping[str, str], ...]
     any_negator: re.Pattern[str]
     word_keys: frozenset[str]
     char_keys: frozenset[str]
@@ -191,7 +201,7 @@ def _read(source: Path | resources.abc.Traversable, name: str) -> tuple[dict, _C
 def load_lexicon(directory: str | Path | None = None) -> Lexicon:
     """Validate and compile the lexicons in `directory` (default: the ones shipped with mheval).
 
-    A custom directory holds the same three files (copy the shipped ones and extend them).
+    A custom directory holds the same four files (copy the shipped ones and extend them).
     Raises InputError naming the file and field of the first problem found.
     """
     source: Path | resources.abc.Traversable
@@ -199,6 +209,7 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
     common, c1 = _read(source, "common.yaml")
     triage_doc, c2 = _read(source, "triage.yaml")
     psy_doc, c3 = _read(source, "psycrisis.yaml")
+    risk_doc, c4 = _read(source, "risk.yaml")
 
     # common.yaml
     c1.mapping(common, "", ["version", "normalise", "negation", "distancing", "question"])
@@ -272,11 +283,36 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
             absent=c3.text(dim["absent"], f"{where}.absent"),
         )
 
+    # risk.yaml
+    c4.mapping(risk_doc, "", ["version", "families", "third_party", "help_other", "first_person", "idioms"])
+    families = risk_doc["families"]
+    if not isinstance(families, dict) or not families:
+        raise c4.fail("families", "expected a mapping of cue families")
+    risk_cues = _cues(c1, dist, "distancing", DISTANCING)
+    risk_labels: dict[str, str] = {}
+    for family, group in families.items():
+        where = f"families.{family}"
+        c4.mapping(group, where, ["label"], LANGS)
+        risk_labels[family] = c4.choice(group["label"], f"{where}.label", SEVERE_LABELS)
+        risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "label"}, where, family)
+    for marker in (THIRD_PARTY, HELP_OTHER, FIRST_PERSON):
+        c4.mapping(risk_doc[marker], marker, [], LANGS)
+        risk_cues += _cues(c4, risk_doc[marker], marker, marker)
+    if not isinstance(risk_doc["idioms"], list):
+        raise c4.fail("idioms", "expected a list of idiom groups")
+    readings: list[dict[str, str]] = []
+    for i, group in enumerate(risk_doc["idioms"]):
+        where = f"idioms[{i}]"
+        c4.mapping(group, where, ["reads_as"], LANGS)
+        reads = c4.mapping(group["reads_as"], f"{where}.reads_as", ["en", "zh"])
+        readings.append({lang: c4.text(reads[lang], f"{where}.reads_as.{lang}") for lang in ("en", "zh")})
+        risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "reads_as"}, where, f"{IDIOM}{i}")
+
     negators = c1.strings(neg_en["negators"], "negation.en.negators")
     zh_negators = c1.pattern(neg_zh["negators"], "negation.zh.negators")
     # One cheap regex that says whether a window could hold any negator at all.
     any_negator = rf"n't|\b(?:{'|'.join(map(re.escape, negators))})\b|{zh_negators}"
-    cuesets = [CueSet(triage_cues), CueSet(psycrisis_cues)]
+    cuesets = [CueSet(triage_cues), CueSet(psycrisis_cues), CueSet(risk_cues)]
     return Lexicon(
         table=table,
         en_window=int(c1.number(neg_en["window"], "negation.en.window", 1, 20)),
@@ -300,6 +336,9 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
         dimensions=dimensions,
         triage_cues=cuesets[0],
         psycrisis_cues=cuesets[1],
+        risk_cues=cuesets[2],
+        risk_labels=risk_labels,
+        idiom_readings=tuple(readings),
         any_negator=re.compile(any_negator, re.IGNORECASE),
         word_keys=frozenset(k for cs in cuesets for k in cs.word_keys()),
         char_keys=frozenset(k for cs in cuesets for k in cs.char_keys()),
