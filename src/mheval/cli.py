@@ -44,7 +44,15 @@ CONTENT_NOTE = (
 # -- shared options -------------------------------------------------------------------------------
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config; flags override it.")]
 SuiteOpt = Annotated[str | None, typer.Option("--suite", help="Built-in suite name or FORMAT:PATH.")]
-ModelOpt = Annotated[list[str] | None, typer.Option("--model", "-m", help="Target model spec (repeatable).")]
+ModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Target model spec (repeatable): PROVIDER/MODEL or PROVIDER/MODEL@BASE_URL. A base URL on "
+        "loopback or a private network (localhost, 127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16) needs no API key.",
+    ),
+]
 SamplesOpt = Annotated[int | None, typer.Option("--samples", help="Responses per case and model.")]
 JudgeOpt = Annotated[list[str] | None, typer.Option("--judge", "-j", help="`offline` or a model spec (repeatable).")]
 ProtocolOpt = Annotated[list[str] | None, typer.Option("--protocol", "-p", help="Protocol id (repeatable).")]

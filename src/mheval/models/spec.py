@@ -6,9 +6,11 @@ the key itself, so it can be printed, logged, stored in a run folder and used in
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from typing import NamedTuple
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -103,6 +105,27 @@ def refuse_url_credentials(text: str) -> None:
         )
 
 
+# Hosts that are this machine or a private network: a server there (vLLM, llama.cpp, Ollama, a proxy) is the
+# user's own, so no key is required (one is still sent when its variable is set).
+PRIVATE_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "::1/128", "fc00::/7")
+)
+
+
+def is_private_url(url: str) -> bool:
+    """Whether the URL's host is loopback (`localhost`, 127.0.0.0/8, ::1) or a private address
+    (10/8, 172.16/12, 192.168/16, IPv6 unique-local). Names other than localhost are not resolved."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return any(address in network for network in PRIVATE_NETWORKS)
+
+
 def _clean_url(url: str, text: str) -> str:
     if not re.match(r"^https?://[^/\s]+", url):
         raise InputError(f"model spec {text!r}: the base URL must start with http:// or https://")
@@ -140,6 +163,8 @@ def parse_model_spec(text: str, *, api_key_env: str | object | None = _UNSET) ->
     base_url = _clean_url(url, text) if url is not None else (defaults.base_url if defaults else None)
     key_env = defaults.api_key_env if defaults else None
     key_required = defaults.key_required if defaults else False
+    if url is not None and is_private_url(base_url or ""):
+        key_required = False  # the user's own server: a key is sent if set, never demanded
     if api_key_env is not _UNSET:
         if api_key_env is not None and not (isinstance(api_key_env, str) and _ENV_NAME.match(api_key_env)):
             raise InputError(f"api_key_env {api_key_env!r} is not an environment variable name")
