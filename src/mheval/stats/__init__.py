@@ -11,6 +11,7 @@ from mheval.stats.agreement import (
     krippendorff_alpha,
     pairwise_kappa,
 )
+from mheval.stats.corrected import CorrectedEstimate, corrected_mean, corrected_unsafe_rate, rogan_gladen
 from mheval.stats.correlation import (
     BlandAltman,
     bias,
@@ -22,6 +23,7 @@ from mheval.stats.correlation import (
     spearman,
     within,
 )
+from mheval.stats.design import neyman_allocation, ratings_to_halve
 from mheval.stats.icc import ICC_KINDS, icc, icc_bootstrap_ci, pairwise_icc
 from mheval.stats.intervals import Estimate, bootstrap_mean_ci, t_mean_ci, wilson
 from mheval.stats.reliability import (
@@ -41,6 +43,7 @@ __all__ = [
     "MODERATE_WIDTH",
     "Assessment",
     "BlandAltman",
+    "CorrectedEstimate",
     "Estimate",
     "HumanRange",
     "PairEstimate",
@@ -50,6 +53,8 @@ __all__ = [
     "bland_altman",
     "bootstrap_mean_ci",
     "cohen_kappa",
+    "corrected_mean",
+    "corrected_unsafe_rate",
     "fleiss_kappa",
     "human_range",
     "icc",
@@ -58,10 +63,13 @@ __all__ = [
     "leniency",
     "lin_ccc",
     "mae",
+    "neyman_allocation",
     "pairwise_icc",
     "pairwise_kappa",
     "pearson",
+    "ratings_to_halve",
     "rmse",
+    "rogan_gladen",
     "spearman",
     "t_mean_ci",
     "width_verdict",
