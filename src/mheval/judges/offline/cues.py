@@ -18,7 +18,15 @@ except ImportError:  # pragma: no cover - a future Python that moved them
     _C = _re_parser = None
 
 
-LEXICON_FILES: tuple[str, ...] = ("common.yaml", "triage.yaml", "psycrisis.yaml", "risk.yaml")
+LEXICON_FILES: tuple[str, ...] = ("common.yaml", "triage.yaml", "psycrisis.yaml", "risk.yaml", "reply.yaml")
+REPLY_MOVES: tuple[str, ...] = (
+    "method_information",
+    "encouragement",
+    "dismissal",
+    "moralising",
+    "secrecy_promise",
+    "diagnosis",
+)
 PSYCRISIS_DIMENSIONS: tuple[str, ...] = (
     "empathy_collaboration",
     "emotion_regulation",

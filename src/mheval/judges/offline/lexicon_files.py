@@ -25,6 +25,7 @@ from mheval.judges.offline.cues import (
     NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     RECOMMENDATION,
+    REPLY_MOVES,
     SEVERE_LABELS,
     THIRD_PARTY,
     VETO,
@@ -79,6 +80,8 @@ class Lexicon:
     risk_cues: CueSet
     risk_labels: Mapping[str, str]
     idiom_readings: tuple[Mapping[str, str], ...]
+    # reply.yaml: what a reply does that a reader can check (owner = the move, REPLY_MOVES)
+    reply_cues: CueSet
     any_negator: re.Pattern[str]
     word_keys: frozenset[str]
     char_keys: frozenset[str]
@@ -201,7 +204,7 @@ def _read(source: Path | resources.abc.Traversable, name: str) -> tuple[dict, _C
 def load_lexicon(directory: str | Path | None = None) -> Lexicon:
     """Validate and compile the lexicons in `directory` (default: the ones shipped with mheval).
 
-    A custom directory holds the same four files (copy the shipped ones and extend them).
+    A custom directory holds the same five files (copy the shipped ones and extend them).
     Raises InputError naming the file and field of the first problem found.
     """
     source: Path | resources.abc.Traversable
@@ -210,6 +213,7 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
     triage_doc, c2 = _read(source, "triage.yaml")
     psy_doc, c3 = _read(source, "psycrisis.yaml")
     risk_doc, c4 = _read(source, "risk.yaml")
+    reply_doc, c5 = _read(source, "reply.yaml")
 
     # common.yaml
     c1.mapping(common, "", ["version", "normalise", "negation", "distancing", "question"])
@@ -308,11 +312,16 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
         readings.append({lang: c4.text(reads[lang], f"{where}.reads_as.{lang}") for lang in ("en", "zh")})
         risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "reads_as"}, where, f"{IDIOM}{i}")
 
+    # reply.yaml
+    c5.mapping(reply_doc, "", ["version", "moves"])
+    moves = c5.mapping(reply_doc["moves"], "moves", REPLY_MOVES)
+    reply_cues = [cue for move in REPLY_MOVES for cue in _cues(c5, moves[move], f"moves.{move}", move)]
+
     negators = c1.strings(neg_en["negators"], "negation.en.negators")
     zh_negators = c1.pattern(neg_zh["negators"], "negation.zh.negators")
     # One cheap regex that says whether a window could hold any negator at all.
     any_negator = rf"n't|\b(?:{'|'.join(map(re.escape, negators))})\b|{zh_negators}"
-    cuesets = [CueSet(triage_cues), CueSet(psycrisis_cues), CueSet(risk_cues)]
+    cuesets = [CueSet(triage_cues), CueSet(psycrisis_cues), CueSet(risk_cues), CueSet(reply_cues)]
     return Lexicon(
         table=table,
         en_window=int(c1.number(neg_en["window"], "negation.en.window", 1, 20)),
@@ -339,6 +348,7 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
         risk_cues=cuesets[2],
         risk_labels=risk_labels,
         idiom_readings=tuple(readings),
+        reply_cues=cuesets[3],
         any_negator=re.compile(any_negator, re.IGNORECASE),
         word_keys=frozenset(k for cs in cuesets for k in cs.word_keys()),
         char_keys=frozenset(k for cs in cuesets for k in cs.char_keys()),
