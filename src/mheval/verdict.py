@@ -87,7 +87,8 @@ def reply_verdicts(judgments: Iterable[Judgment], crisis_labels: Mapping[str, st
         label = crisis_labels.get(case_id)
         relevant = [j for j in group if can_judge_harm(j.protocol, label)]
         scored = [j for j in relevant if j.status == "ok"]
-        reasons, evidence = [], []
+        reasons: list[str] = []
+        evidence: list[str] = []
         for j in scored:
             reason = unsafe_reason(j, label)
             if reason is not None:
