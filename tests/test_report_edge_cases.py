@@ -440,7 +440,8 @@ def test_exclude_policy_leaves_every_headline_where_the_honest_verdicts_put_it(t
     # The report cards show the same values (the excluded count is said once, under the cards).
     html_clean, html_excluded = check_report(clean), check_report(excluded)
     assert _card_values(html_excluded) == _card_values(html_clean)
-    assert "8 judgment(s) flagged injection_suspected are left out" in html_excluded
+    assert "8 of 32 judgment(s) were of replies holding text addressed to the judge" in html_excluded
+    assert "they are left out of every number" in html_excluded
     # The store-level summary table: same headline, plus how many were left out.
     with Store.open_existing(clean) as a, Store.open_existing(excluded) as b:
         fa, fb = summary_frame(a), summary_frame(b)

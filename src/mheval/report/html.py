@@ -22,7 +22,7 @@ from mheval.fileio import atomic_path, atomic_write, check_output, check_outputs
 from mheval.report import figures
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
-from mheval.report.overview import facts, injection_note
+from mheval.report.overview import facts, injection_note, read_by_llm
 from mheval.report.tables import (
     UNGROUNDED_CLAIMS,
     UNGROUNDED_JUDGMENTS,
@@ -320,8 +320,9 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
 
 
 def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str) -> list[tuple[str, str]]:
-    """Under the "flag" policy: the share flagged injection_suspected, and the mean without them."""
-    if t.run.injection_policy == "exclude":
+    """Under the "flag" policy: the share flagged injection_suspected, and the mean without them; nothing
+    for a judge that no LLM read for (the offline judge cannot be steered by text in a reply)."""
+    if t.run.injection_policy == "exclude" or not read_by_llm(str(r["judge"]), t.run.judges):
         return []
     share = f.pct(
         r.get("injected_rate"), r.get("injected_rate_low"), r.get("injected_rate_high"), r.get("injected_n"), r.get("n")

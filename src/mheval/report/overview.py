@@ -111,23 +111,44 @@ def unscored_frame(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["protocol", "judge", "reason", "count"])
 
 
-def injection_note(run: RunData) -> str:
-    """What the run's injection policy did, in one sentence for the report and the summary."""
+def read_by_llm(judge: str, run_judges: list[str]) -> bool:
+    """Whether an LLM read the replies this judge's verdicts rest on: a chat-model judge, or a panel over
+    the run's judges when one of them is. The offline judge, a trained judge file and human raters read
+    no instructions, so text in a reply addressed to the judge cannot steer them."""
+    from mheval.judges import OFFLINE_JUDGES, judge_model_specs
+    from mheval.judges.panel import PANEL_PREFIX
+
+    if judge.startswith("human:") or judge in OFFLINE_JUDGES:
+        return False
+    if judge.startswith(PANEL_PREFIX):
+        return any(read_by_llm(j, []) for j in run_judges if not j.startswith(PANEL_PREFIX))
+    return bool(judge_model_specs([judge]))
+
+
+def injection_note(run: RunData) -> str | None:
+    """What was found of text addressed to the judge inside replies, and what the run did with it, in one
+    sentence for the report and the summary; None when no LLM judge read the replies (nothing to steer)."""
     from mheval.runfolder.export import INJECTION_FLAG, is_injected
 
-    if run.injection_policy == "exclude":
-        n = len(run.excluded)
-        return (
-            f"on_injection=exclude: {n} judgment(s) flagged {INJECTION_FLAG} are left out of every number"
-            if n
-            else f"on_injection=exclude: no judgment was flagged {INJECTION_FLAG}"
-        )
-    flagged = [j for j in run.judgments if is_injected(j)]
+    readers = [j for j in run.judges if read_by_llm(j, run.judges)]
+    pool = [j for j in (*run.judgments, *run.excluded) if j.judge in readers and j.model is not None]
+    if not pool:
+        return None
+    flagged = [j for j in pool if is_injected(j)]
+    who = ", ".join(readers)
     if not flagged:
-        return f"on_injection=flag: no judgment was flagged {INJECTION_FLAG}"
+        return (
+            f"LLM judge(s) {who} read the replies; none of the {len(pool)} judgment(s) of a reply found text "
+            f"addressed to the judge ({INJECTION_FLAG})"
+        )
+    found = (
+        f"LLM judge(s) {who} read the replies; {len(flagged)} of {len(pool)} judgment(s) were of replies "
+        f"holding text addressed to the judge (flagged {INJECTION_FLAG})"
+    )
+    if run.injection_policy == "exclude":
+        return f"{found}: they are left out of every number (on_injection=exclude)"
     return (
-        f"on_injection=flag: {len(flagged)} of {len(run.judgments)} judgment(s) flagged {INJECTION_FLAG} "
-        "are counted; the headlines show their share and the means without them"
+        f"{found}: they are counted (on_injection=flag), and the headlines show their share and the means without them"
     )
 
 
@@ -166,4 +187,4 @@ def facts(run: RunData) -> dict[str, Any]:
     }
 
 
-__all__ = ["facts", "injection_note", "judges_frame", "models_frame", "reason_kind", "unscored_frame"]
+__all__ = ["facts", "injection_note", "judges_frame", "models_frame", "read_by_llm", "reason_kind", "unscored_frame"]

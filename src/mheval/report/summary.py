@@ -15,6 +15,7 @@ import pandas as pd
 
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
+from mheval.report.overview import read_by_llm
 from mheval.report.rundata import label_name
 from mheval.report.tables import (
     UNGROUNDED_DEFINITIONS,
@@ -129,9 +130,10 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _injection_cells(r: dict[str, object], policy: str) -> list[str]:
-    """Under "flag": the share flagged injection_suspected, and each mean without them (when any is flagged)."""
-    if policy == "exclude":
+def _injection_cells(r: dict[str, object], policy: str, judges: list[str]) -> list[str]:
+    """Under "flag": the share flagged injection_suspected, and each mean without them (when any is flagged);
+    nothing for a judge no LLM read for."""
+    if policy == "exclude" or not read_by_llm(str(r["judge"]), judges):
         return ["–", "–", "–"]
     appr_n, psy_n = r.get("injected_n"), r.get("psycrisis_injected_n")
     shares = []
@@ -200,7 +202,7 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
                     f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
                     if not f.missing(r.get("weakest_category"))
                     else "–",
-                    *_injection_cells(r, t.run.injection_policy),
+                    *_injection_cells(r, t.run.injection_policy, t.run.judges),
                 ]
             )
         out += [
@@ -223,7 +225,9 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
                 [False, False, True, True, True, True, False, True, True, True],
             ),
         ]
-    out.append(f"injection: {injection_note(t.run)}")
+    note = injection_note(t.run)
+    if note:  # only where an LLM judge read the replies
+        out.append(f"injection: {note}")
     appr = t.frame("appropriateness_by_category")
     if not appr.empty:
         rows = [
