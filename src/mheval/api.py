@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mheval.analysis.agree import AgreementReport
+    from mheval.analysis.corrected import CorrectedReport
 
 CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
@@ -198,28 +199,71 @@ def agree(
     from a run folder (`run=`) or a judgments export (`judgments=`, a file or DataFrame). The report's
     `to_json()`, `to_csv()` and `to_rich_table()` give it as the command line prints it.
     """
+    from mheval.analysis import agreement_report
+
+    human, judge_frame, _, _ = _agree_inputs(labels, run, judgments, protocol, field)
+    return agreement_report(human, judge_frame, dimension=dimension, protocol=protocol, unit=unit,
+                            leave_own_model_out=leave_own_model_out)  # fmt: skip
+
+
+def corrected(
+    labels: str | Path | pd.DataFrame,
+    *,
+    run: str | Path | None = None,
+    judgments: str | Path | pd.DataFrame | None = None,
+    protocol: str | None = None,
+    field: str | None = None,
+) -> CorrectedReport:
+    """Judge-error-corrected figures (PPI++, and Rogan-Gladen for binary measures) per measure, model and judge.
+
+    The inputs are those of `agree`; a run folder with a stratified study (`annotate init --select neyman`)
+    gives stratified estimates. See `mheval.analysis.corrected`.
+    """
+    from mheval.analysis.corrected import corrected_report
+
+    human, judge_frame, study_protocol, strata = _agree_inputs(labels, run, judgments, protocol, field)
+    if judge_frame is None:
+        raise InputError("corrected estimates need the judges' judgments: give --run or --judgments", field="run")
+    names = sorted({str(p) for p in judge_frame["protocol"].dropna()}) if "protocol" in judge_frame.columns else []
+    chosen = protocol or study_protocol or (names[0] if len(names) == 1 else None)
+    if chosen is None:
+        raise InputError("judgments from several protocols: pick one", field="protocol", choices=names)
+    return corrected_report(human, judge_frame, protocol=chosen, strata=strata)
+
+
+def _agree_inputs(
+    labels: str | Path | pd.DataFrame,
+    run: str | Path | None,
+    judgments: str | Path | pd.DataFrame | None,
+    protocol: str | None,
+    field: str | None,
+) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None, dict[tuple[str, str, str], str] | None]:
+    """The human labels, the judges' judgments (human rows left out), the study's protocol and its strata."""
     import pandas as pd
 
-    from mheval.analysis import agreement_report, load_human_labels
+    from mheval.analysis.agree.humans import read_labels, without_humans
     from mheval.analysis.judgments import load_judgments
 
+    study_protocol, strata = None, None
     if not isinstance(labels, pd.DataFrame) and (Path(labels) / "studies.db").is_file():
         # A run folder with an `mheval annotate` study: its raters are the humans, its judges the judges.
-        human = _study_labels(Path(labels), protocol)
+        human, study_protocol, strata = _study_labels(Path(labels), protocol)
         run = run if run is not None or judgments is not None else labels
     else:
-        human = labels if isinstance(labels, pd.DataFrame) else load_human_labels(labels, field=field)
+        human = labels if isinstance(labels, pd.DataFrame) else read_labels(labels, field=field)
     if isinstance(judgments, pd.DataFrame):
         if run is not None:
             raise InputError("give either run= or judgments=, not both", field="judgments")
         judge_frame: pd.DataFrame | None = judgments
     else:
-        judge_frame = load_judgments(run_dir=run, path=judgments, protocol=protocol)
-    return agreement_report(human, judge_frame, dimension=dimension, protocol=protocol, unit=unit,
-                            leave_own_model_out=leave_own_model_out)  # fmt: skip
+        judge_frame = load_judgments(run_dir=run, path=judgments, protocol=protocol or study_protocol)
+    return human, without_humans(judge_frame), study_protocol, strata
 
 
-def _study_labels(run_dir: Path, protocol: str | None) -> pd.DataFrame:
+def _study_labels(
+    run_dir: Path, protocol: str | None
+) -> tuple[pd.DataFrame, str, dict[tuple[str, str, str], str] | None]:
+    """The newest study of `protocol`: its ratings as labels, its protocol, and its strata when stratified."""
     from mheval.annotate import Study, human_labels, list_studies
 
     studies = list_studies(run_dir)
@@ -230,7 +274,11 @@ def _study_labels(run_dir: Path, protocol: str | None) -> pd.DataFrame:
                 frame = human_labels(study)
                 if frame.empty:
                     raise InputError(f"study {study_id} has no finished ratings yet", path=run_dir)
-                return frame
+                design = study.design()
+                strata = None
+                if design is not None:
+                    strata = {(c, m, str(n) if n >= 0 else ""): st for (c, m, n), (st, _) in design[1].items()}
+                return frame, study.protocol, strata
         finally:
             study.close()
     raise InputError(f"no study of protocol {protocol!r} in this run", path=run_dir, field="protocol",

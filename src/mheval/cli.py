@@ -494,6 +494,14 @@ def agree(
     leave_own_model_out: Annotated[
         bool, typer.Option("--leave-own-model-out", help="Leave out, per judge, the responses of its own model family.")
     ] = False,
+    corrected: Annotated[
+        bool,
+        typer.Option(
+            "--corrected",
+            help="Instead: judge-only, human-only and judge-error-corrected figures (PPI++; Rogan-Gladen for "
+            "binary measures) per measure, model and judge.",
+        ),
+    ] = False,
     format: FormatOpt = "table",
 ) -> None:
     """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
@@ -501,6 +509,17 @@ def agree(
 
     if format not in REPORT_FORMATS:
         raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    if corrected:
+        from mheval.api import corrected as corrected_figures
+
+        figures = corrected_figures(labels, run=run_dir, judgments=judgments, protocol=protocol, field=field)
+        if format == "json":
+            print(figures.to_json())
+        elif format == "csv":
+            print(figures.to_csv(), end="")
+        else:
+            out.print(figures.to_rich_table())
+        return
     report = agree_with_humans(
         labels,
         run=run_dir,
@@ -724,14 +743,25 @@ def annotate_init(
     sample: Annotated[int | None, typer.Option(help="Rate only N units of the run (seeded).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sample, the assignment and the orders.")] = 0,
     study: Annotated[str | None, typer.Option("--study", help="The study's name (default: the protocol).")] = None,
+    select: Annotated[
+        str,
+        typer.Option(
+            help="random, or neyman: --sample units stratified by the judge's verdict and confidence, Neyman "
+            "allocation, inclusion probabilities kept for the corrected estimates."
+        ),
+    ] = "random",
+    judge: Annotated[str | None, typer.Option(help="With --select neyman: the judge to stratify by.")] = None,
 ) -> None:
     """Create a study: the run's units under PROTOCOL, assigned to raters, blind to model and judge."""
     from mheval.annotate import init_study
 
     s = init_study(run_dir, protocol, raters.split(","), overlap=overlap, calibration=calibration, sample=sample,
-                   seed=seed, study_id=study)  # fmt: skip
+                   seed=seed, study_id=study, select=select, judge=judge)  # fmt: skip
     loads = ", ".join(f"{r} {len(s.queue(r))}" for r in s.raters())
     out.print(f"study {s.id} ({s.protocol}): units per rater: {loads}", highlight=False, markup=False)
+    design = s.design()
+    for note in design[2] if design else []:
+        out.print(note, highlight=False, markup=False, soft_wrap=True)
     out.print(f"next: mheval annotate serve {run_dir}", highlight=False, markup=False)
     s.close()
 
@@ -752,6 +782,7 @@ def annotate_serve(
 @annotate_app.command("status")
 def annotate_status(run_dir: RunArg, study: StudyOpt = None, format: FormatOpt = "table") -> None:
     """Per-rater progress, time per unit, and the live human-human agreement with intervals."""
+    from mheval.analysis.corrected import SMALL_N
     from mheval.annotate import study_status
 
     status = study_status(run_dir, study)
@@ -769,6 +800,11 @@ def annotate_status(run_dir: RunArg, study: StudyOpt = None, format: FormatOpt =
         pairs = "; ".join(f"{x}-{y} {k.format()}" for x, y, k in a.pairs) or "-"
         table.add_row(a.question, a.level, str(a.units), a.alpha.format(), Text(pairs))
     out.print(table)
+    if any(a.units < SMALL_N for a in status.agreement):
+        out.print(f"small n: agreement on fewer than {SMALL_N} units rated by two raters is a rough guide only",
+                  highlight=False, markup=False)  # fmt: skip
+    for p in status.precision:
+        out.print(p.sentence(), highlight=False, markup=False, soft_wrap=True)
 
 
 @annotate_app.command("export")

@@ -12,6 +12,7 @@ import numpy as np
 
 from mheval.annotate.study import Study
 from mheval.stats.agreement import cohen_kappa, krippendorff_alpha
+from mheval.stats.corrected import CorrectedEstimate
 from mheval.stats.intervals import Estimate
 
 FAST_SECONDS_PER_QUESTION = 2.0
@@ -38,12 +39,41 @@ class QuestionAgreement:
 
 
 @dataclass
+class Precision:
+    """The corrected estimate of the study's headline measure now, and what would halve its interval."""
+
+    measure: str
+    judge: str
+    estimate: CorrectedEstimate
+    more_to_halve: int | None  # further human-rated units (None: more ratings cannot halve it)
+    left_to_rate: int  # judged units no human has rated yet
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measure": self.measure, "judge": self.judge, "estimate": self.estimate.to_dict(),
+                "more_to_halve": self.more_to_halve, "left_to_rate": self.left_to_rate}  # fmt: skip
+
+    def sentence(self) -> str:
+        e = self.estimate
+        if e.ci is None or e.corrected is None:
+            return f"{self.measure} ({self.judge}): no corrected estimate yet ({e.note})"
+        head = (f"{self.measure} ({self.judge}): {e.corrected:.3f} [{e.ci[0]:.3f}, {e.ci[1]:.3f}] from {e.n_human} "
+                f"rated of {e.n_judged} judged ({e.method})")  # fmt: skip
+        if self.more_to_halve is None:
+            return head + "; more ratings alone cannot halve this interval (the judge's own part dominates)"
+        tail = f"; about {self.more_to_halve} more rated units would halve the interval"
+        if self.more_to_halve > self.left_to_rate:
+            tail += f" (only {self.left_to_rate} judged units are left unrated)"
+        return head + tail
+
+
+@dataclass
 class StudyStatus:
     study: str
     protocol: str
     units: int
     raters: list[RaterStatus]
     agreement: list[QuestionAgreement]
+    precision: list[Precision] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +81,7 @@ class StudyStatus:
             "protocol": self.protocol,
             "units": self.units,
             "raters": [r.__dict__ for r in self.raters],
+            "precision": [p.to_dict() for p in self.precision],
             "agreement": [
                 {
                     "question": a.question,
@@ -81,7 +112,8 @@ def study_status(run_dir: str | Path, study: str | None = None) -> StudyStatus:
         names = s.raters()
         agreement = []
         for q in s.form_for("en", None).questions:
-            level = "ordinal" if q.kind == "scale" or s.protocol == "conversation-flow" else "nominal"
+            # As `agree` reads them: numbers (binary and scale answers) are ordinal, labels nominal.
+            level = "nominal" if q.kind == "choice" and s.protocol != "conversation-flow" else "ordinal"
             order = [o.value for o in q.options]
             matrix = np.full((len(units), len(names)), None, dtype=object)
             index = {u: i for i, u in enumerate(units)}
@@ -101,6 +133,40 @@ def study_status(run_dir: str | Path, study: str | None = None) -> StudyStatus:
                     pairs.append((names[x], names[y], kappa))
             agreement.append(QuestionAgreement(q.id, level, len(shared), alpha, pairs))
         total = len({u for r in s.raters() for u in s.queue(r)})
-        return StudyStatus(s.id, s.protocol, total, raters, agreement)
+        return StudyStatus(s.id, s.protocol, total, raters, agreement, _precision(s))
     finally:
         s.close()
+
+
+def _precision(s: Study) -> list[Precision]:
+    """Per judge, the headline measure's corrected estimate from the ratings so far (stratified if the study is)."""
+    from mheval.analysis.corrected import headline_measure, human_values, judge_values
+    from mheval.annotate.export import human_labels
+    from mheval.runfolder.export import table_frame
+    from mheval.runfolder.store import Store
+    from mheval.stats.corrected import corrected_mean
+    from mheval.stats.design import ratings_to_halve
+
+    measure = headline_measure(s.protocol)
+    labels = human_labels(s)
+    if measure is None or labels.empty:
+        return []
+    with Store.open_existing(s.run_dir) as store:
+        frame = table_frame(store, "judgments", counted=True)
+    if frame.empty:
+        return []
+    frame = frame[(frame["protocol"].astype(str) == s.protocol) & ~frame["judge"].astype(str).str.startswith("human:")]
+    design = s.design()
+    strata = None
+    if design is not None:
+        strata = {(c, m, str(n) if n >= 0 else ""): st for (c, m, n), (st, _) in design[1].items()}
+    human = human_values(labels, measure)
+    out = []
+    for judge, values in sorted(judge_values(frame, measure).items()):
+        units = [u for u in values if strata is None or u in strata]
+        f = np.array([values[u] for u in units], dtype=float)
+        y = np.array([human.get(u, np.nan) for u in units], dtype=float)
+        st = None if strata is None else np.array([strata[u] for u in units], dtype=object)
+        est = corrected_mean(f, y, strata=st)
+        out.append(Precision(measure.name, judge, est, ratings_to_halve(est), int(np.isnan(y).sum())))
+    return out

@@ -54,6 +54,12 @@ CREATE TABLE IF NOT EXISTS answers (
     study TEXT NOT NULL, unit_id TEXT NOT NULL, rater TEXT NOT NULL, question TEXT NOT NULL, value TEXT,
     unsure INTEGER NOT NULL, comment TEXT, seconds REAL NOT NULL, updated REAL NOT NULL,
     PRIMARY KEY (study, unit_id, rater, question));
+-- A stratified study: its design (the judge it stratified by, each stratum's inclusion probability) and, for
+-- every unit of the run it considered, the unit's stratum and inclusion probability.
+CREATE TABLE IF NOT EXISTS designs (study TEXT PRIMARY KEY, kind TEXT NOT NULL, judge TEXT, rates TEXT NOT NULL,
+    notes TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS design (study TEXT NOT NULL, unit_key TEXT NOT NULL, stratum TEXT NOT NULL,
+    inclusion REAL NOT NULL, PRIMARY KEY (study, unit_key));
 CREATE TABLE IF NOT EXISTS history (
     study TEXT NOT NULL, unit_id TEXT NOT NULL, rater TEXT NOT NULL, question TEXT NOT NULL, value TEXT,
     unsure INTEGER NOT NULL, comment TEXT, seconds REAL NOT NULL, at REAL NOT NULL);
@@ -161,9 +167,17 @@ class Study:
     @classmethod
     def create(
         cls, run_dir: str | Path, protocol: str, raters: list[str], *, overlap: int = 2, calibration: int = 0,
-        sample: int | None = None, seed: int = 0, study_id: str | None = None,
+        sample: int | None = None, seed: int = 0, study_id: str | None = None, select: str = "random",
+        judge: str | None = None,
     ) -> Study:  # fmt: skip
+        """``select="neyman"`` rates ``sample`` units stratified by ``judge``'s verdict (annotate/design.py)."""
+        from mheval.annotate.design import SELECTIONS
+
         run_dir = Path(run_dir)
+        if select not in SELECTIONS:
+            raise InputError(f"unknown selection {select!r}", field="select", choices=SELECTIONS)
+        if select == "neyman" and sample is None:
+            raise InputError("--select neyman needs --sample N: how many units to rate", field="sample")
         raters = [r.strip() for r in raters if r.strip()]
         if len(set(raters)) != len(raters) or not raters:
             raise InputError("give one or more distinct rater names", field="raters")
@@ -187,7 +201,13 @@ class Study:
         rng = random.Random(seed)
         everything = list(units)
         rate = 1.0
-        if sample is not None and sample < len(units):
+        plan = None
+        if select == "neyman":
+            assert sample is not None
+            plan = _neyman(run_dir, db, protocol, everything, sample, seed, judge)
+            units = [everything[i] for i in plan.chosen]
+            rate = len(units) / len(everything)
+        elif sample is not None and sample < len(units):
             rate = sample / len(units)
             units = rng.sample(units, sample)
         rng.shuffle(units)
@@ -206,6 +226,12 @@ class Study:
                 ),
             )
             db.executemany("INSERT INTO seen VALUES (?, ?)", [(study_id, json.dumps(u.key)) for u in everything])
+            if plan is not None:
+                db.execute("INSERT INTO designs VALUES (?, ?, ?, ?, ?)",
+                           (study_id, select, plan.judge, json.dumps(plan.rates), json.dumps(plan.notes)))  # fmt: skip
+                rows = zip(everything, plan.strata, plan.inclusion, strict=True)
+                db.executemany("INSERT INTO design VALUES (?, ?, ?, ?)",
+                               [(study_id, json.dumps(u.key), st, p) for u, st, p in rows])  # fmt: skip
         study = cls(run_dir, study_id, db)
         study._plan(units, first=True)
         return study
@@ -263,9 +289,37 @@ class Study:
         new = [u for u in run_units(self.run_dir, self.protocol) if json.dumps(u.key) not in seen]
         if not new:
             return 0
+        design = self._db.execute("SELECT judge, rates FROM designs WHERE study=?", (self.id,)).fetchone()
+        rates = [self.rate] * len(new)
+        strata: list[str] = []
+        if design is not None:
+            from mheval.analysis.corrected import headline_measure
+            from mheval.annotate.design import judge_outputs, stratum_of
+
+            _, outputs = judge_outputs(self.run_dir, self.protocol, design[0])
+            measure = headline_measure(self.protocol)
+            binary = measure is not None and measure.binary
+            strata = [stratum_of(outputs.get(u.key), binary) for u in new]
+            known = json.loads(design[1])
+            rates = [float(known.get(st, self.rate)) for st in strata]
         with _tx(self._db):
             self._db.executemany("INSERT INTO seen VALUES (?, ?)", [(self.id, json.dumps(u.key)) for u in new])
-        return self._plan([u for u in new if _fraction(self.seed, u.key) < self.rate])
+            if design is not None:
+                rows = zip(new, strata, rates, strict=True)
+                self._db.executemany(
+                    "INSERT INTO design VALUES (?, ?, ?, ?)", [(self.id, json.dumps(u.key), st, p) for u, st, p in rows]
+                )
+        return self._plan([u for u, p in zip(new, rates, strict=True) if _fraction(self.seed, u.key) < p])
+
+    def design(self) -> tuple[str, dict[tuple[str, str, int], tuple[str, float]], list[str]] | None:
+        """A stratified study's kind, each considered unit's (stratum, inclusion probability) and the plan's
+        notes; None for a random sample."""
+        row = self._db.execute("SELECT kind, notes FROM designs WHERE study=?", (self.id,)).fetchone()
+        if row is None:
+            return None
+        cur = self._db.execute("SELECT unit_key, stratum, inclusion FROM design WHERE study=?", (self.id,))
+        units = {tuple(json.loads(k)): (str(st), float(p)) for k, st, p in cur}
+        return str(row[0]), units, list(json.loads(row[1]))
 
     # -- raters and links -------------------------------------------------------------------------
     def raters(self) -> list[str]:
@@ -390,6 +444,31 @@ class Study:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _neyman(run_dir: Path, db: sqlite3.Connection, protocol: str, units: list[Unit], sample: int, seed: int,
+            judge: str | None) -> Any:  # fmt: skip
+    """The Neyman plan over the run's units, with an earlier study's ratings of this protocol as the pilot."""
+    from mheval.analysis.corrected import headline_measure, human_values
+    from mheval.annotate.design import judge_outputs, neyman_plan
+    from mheval.annotate.export import human_labels
+
+    if protocol == FLOW_ID:
+        raise InputError("--select neyman needs a judged protocol (not conversation-flow)", field="select")
+    name, outputs = judge_outputs(run_dir, protocol, judge)
+    if not outputs:
+        raise InputError(f"no ok judgment of {protocol} in this run to stratify by: judge it first", path=run_dir)
+    measure = headline_measure(protocol)
+    assert measure is not None  # judge_outputs found values of it
+    pilot: dict[tuple[str, str, int], float] = {}
+    for (earlier,) in db.execute("SELECT id FROM studies WHERE protocol=? ORDER BY created", (protocol,)).fetchall():
+        labels = human_labels(Study(run_dir, earlier, db))
+        if not labels.empty:
+            for (case, model, number), v in human_values(labels, measure).items():
+                pilot[(case, model, int(number) if number else -1)] = v
+    plan = neyman_plan([u.key for u in units], outputs, binary=measure.binary, budget=sample, seed=seed, pilot=pilot)
+    plan.judge = name
+    return plan
 
 
 def list_studies(run_dir: str | Path) -> list[str]:

@@ -18,8 +18,29 @@ from mheval.stats.intervals import is_missing
 JUDGE_COLUMNS = ("case_id", "judge", "status")
 
 
+def key_text(column: pd.Series) -> pd.Series:
+    """A key column as text that reads the same from every source: a whole number is "0" whether it was
+    stored as 0, 0.0 (a float column with gaps, as the judgments table's sample is) or "0"; a gap is ""."""
+
+    def one(v: Any) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+            return ""
+        if isinstance(v, float | np.floating) and float(v).is_integer():
+            return str(int(v))
+        if isinstance(v, bool | np.bool_):
+            return str(v)
+        if isinstance(v, int | np.integer):
+            return str(int(v))
+        text = str(v).strip()
+        if text.endswith(".0") and text[:-2].lstrip("-").isdigit():
+            return text[:-2]
+        return "" if text.lower() in ("nan", "none", "<na>") else text
+
+    return column.map(one).astype(object)
+
+
 def item_keys(frame: pd.DataFrame, id_col: str, extra: Sequence[str]) -> pd.Series:
-    parts = [frame[id_col].astype(str)] + [frame[c].astype(str) for c in extra]
+    parts = [frame[id_col].astype(str)] + [key_text(frame[c]) for c in extra]
     if not extra:
         return parts[0]
     return parts[0].str.cat(parts[1:], sep="|", na_rep="")  # vectorised: tables can have 100k rows
