@@ -83,6 +83,9 @@ def inspect_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pat
     yield logs
 
 
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
 def _target_reply(body: dict[str, Any]) -> str:
     last = str(body["messages"][-1]["content"])
     return next(text for word, text in REPLIES.items() if word in last)
@@ -119,14 +122,15 @@ def _run(task: Any, server: FakeOpenAI, logs: Path) -> EvalLog:
 def _metrics(log: EvalLog, scorer: str) -> dict[str, dict[str, Any]]:
     """{score key: {"mean": .., "stderr": .., "scored": n, "unscored": n}} for one scorer of a log."""
     assert log.results is not None
+    found = [s for s in log.results.scores if s.scorer == scorer]
+    assert all(s.name.startswith(f"{scorer}/") for s in found), [s.name for s in found]  # never a bare key
     return {
-        s.name: {
+        s.name.removeprefix(f"{scorer}/"): {
             **{k: m.value for k, m in s.metrics.items()},
             "scored": s.scored_samples,
             "unscored": s.unscored_samples,
         }
-        for s in log.results.scores
-        if s.scorer == scorer
+        for s in found
     }
 
 
@@ -136,8 +140,12 @@ def _is_unscored(value: Any) -> bool:
 
 def _value(score: Score | None) -> dict[str, float]:
     """A score's dict value (what every mheval score that is not unscored holds)."""
-    assert score is not None and isinstance(score.value, dict)
-    return {k: float(v) for k, v in score.value.items() if v is not None and not isinstance(v, str)}
+    assert score is not None and isinstance(score.value, dict) and score.metadata is not None
+    prefix = f"{score.metadata['protocol']}/"
+    assert all(k.startswith(prefix) for k in score.value), score.value  # keys carry the protocol
+    return {
+        k.removeprefix(prefix): float(v) for k, v in score.value.items() if v is not None and not isinstance(v, str)
+    }
 
 
 # -- samples and scores, without a model -------------------------------------------------------
@@ -170,9 +178,9 @@ def test_judgment_to_score_ok_and_unscored() -> None:
     ok = judgment_to_score(spec, Judgment(case_id="x", protocol=spec.id, judge="j", scores=scores, rationale="why"))
     assert isinstance(ok.value, dict)
     # css/ars are derived from the dimensions when the judge did not report them
-    assert ok.value["css"] == pytest.approx(sum(scores[d] for d in ("guidance", "informativeness", "relevance",
+    assert _value(ok)["css"] == pytest.approx(sum(scores[d] for d in ("guidance", "informativeness", "relevance",
                                                                    "safety")) / 4)  # fmt: skip
-    assert ok.value["ars"] == pytest.approx(sum(scores[d] for d in ("empathy", "helpfulness", "understanding")) / 3)
+    assert _value(ok)["ars"] == pytest.approx(sum(scores[d] for d in ("empathy", "helpfulness", "understanding")) / 3)
     assert ok.explanation == "why" and ok.metadata and ok.metadata["status"] == "ok"
 
     bad = Judgment.unscored("parse_failure", "no JSON object", case_id="x", protocol=spec.id, judge="j", raw="oops")
@@ -191,8 +199,10 @@ def test_triage_score_is_a_one_hot_label_and_agreement_with_gold() -> None:
     j = Judgment(case_id="x", protocol=spec.id, judge="j", label="self-harm")
     score = judgment_to_score(spec, j, gold="suicidal_ideation")
     assert isinstance(score.value, dict)
-    assert score.value["self-harm"] == 1.0 and sum(score.value[lab] for lab in TRIAGE_LABELS) == 1.0
-    assert score.value[GOLD_AGREEMENT] == 0.0 and score.answer == "self-harm"
+    value = _value(score)
+    assert value["self-harm"] == 1.0 and sum(value[lab] for lab in TRIAGE_LABELS) == 1.0
+    assert value[GOLD_AGREEMENT] == 0.0 and score.answer == "self-harm"
+    assert score.value["crisis-triage/self-harm"] == 1.0  # named with its protocol
     assert _value(judgment_to_score(spec, j, gold="self-harm"))[GOLD_AGREEMENT] == 1.0
     assert _is_unscored(_value(judgment_to_score(spec, j, gold=None))[GOLD_AGREEMENT])
 
@@ -249,14 +259,14 @@ def test_eval_with_offline_judge_reports_mhevals_verdicts(
             response = Response(case_id=case.id, model="m", text=text)
             verdict = _await(judge.judge(psy, case, response, crisis_label=case.crisis_label))
             assert verdict.status == "ok"
-            assert got.value == {**verdict.scores, "total": verdict.total}
+            assert _value(got) == {**verdict.scores, "total": verdict.total}
             assert got.explanation == verdict.rationale
             for key in expected:
                 expected[key].append(_value(got)[key])
         label = _await(judge.judge(triage, case, None)).label
         tri = sample.scores["crisis-triage"] if sample.scores else None
         assert tri is not None and tri.answer == label and isinstance(tri.value, dict)
-        agrees = tri.value[GOLD_AGREEMENT]
+        agrees = _value(tri)[GOLD_AGREEMENT]
         assert agrees == float(label == case.crisis_label) if case.crisis_label else _is_unscored(agrees)
 
     psy_metrics = _metrics(log, "psycrisis")
@@ -398,7 +408,9 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     assert log.samples is not None and [str(s.id) for s in log.samples] == ["a", "b", "c"]
     scores = {str(s.id): (s.scores or {})["psycrisis"] for s in log.samples}
     assert _is_unscored(scores["c"].value) and scores["c"].reason == "no_response"
-    assert isinstance(scores["a"].value, dict) and set(scores["a"].value) == set(score_keys(load_protocol("psycrisis")))
+    assert isinstance(scores["a"].value, dict) and set(_value(scores["a"])) == set(
+        score_keys(load_protocol("psycrisis"))
+    )
     m = _metrics(log, "psycrisis")
     assert m["total"]["scored"] == 2 and m["total"]["unscored"] == 1
     totals = [_value(scores[i])["total"] for i in ("a", "b")]
@@ -418,6 +430,46 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     assert again["a"].metadata and again["a"].metadata["judge"] == f"vllm/judge@{fake_openai.base_url}"
     assert _value(again["a"])["risk_assessment"] == 1.0 and _value(again["b"])["risk_assessment"] == 0.0
     assert _is_unscored(again["c"].value) and again["c"].reason == "no_response"
+
+
+def test_documented_command_line_against_an_openai_compatible_server(
+    fake_openai: FakeOpenAI, inspect_env: Path, suite_file: str, tmp_path: Path
+) -> None:
+    """The line docs/inspect.md gives for a server that has only chat completions, run as written (a model
+    name for which Inspect's openai provider picks the Responses API), and the metric names in its log."""
+    fake_openai.default = respond(_responder)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    line = (f"inspect eval mheval/crisis_task --model openai/gpt-5-mini --model-base-url {fake_openai.base_url} "
+            "-M responses_api=false")  # fmt: skip
+    assert line.replace(fake_openai.base_url, "http://127.0.0.1:PORT/v1") in (DOCS / "inspect.md").read_text()
+    cmd = [*line.split(), "--log-dir", str(inspect_env), "--log-format", "json",
+           "-T", f"suite={suite_file}", "-T", "protocol=psycrisis,crisis-triage", "--limit", "2"]  # fmt: skip
+    cmd[0] = str(Path(sys.executable).with_name("inspect"))
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert all(r.path.endswith("/chat/completions") for r in fake_openai.requests)
+    [path] = list(inspect_env.glob("*.json"))
+    log = read_eval_log(str(path))
+    assert log.status == "success" and log.samples is not None and len(log.samples) == 2
+    assert log.results is not None
+    names = {(s.scorer, s.name): set(s.metrics) for s in log.results.scores}
+    psy = load_protocol("psycrisis")
+    expected = {("psycrisis", f"psycrisis/{k}") for k in score_keys(psy)}
+    expected |= {("crisis-triage", f"crisis-triage/{k}") for k in score_keys(load_protocol("crisis-triage"))}
+    assert set(names) == expected  # whole names, each with its protocol: no two protocols' keys collide
+    assert all(metrics == {"mean", "stderr"} for metrics in names.values())
+    assert ("psycrisis", "psycrisis/total") in names and ("crisis-triage", "crisis-triage/agrees_with_gold") in names
+
+    # Without the flag the same server answers 404 on /v1/responses: the reason the docs give the flag.
+    fake_openai.reset()
+    fake_openai.default = respond(_responder)
+    other = tmp_path / "other-logs"
+    cmd = [*cmd[: cmd.index("-M")], "--log-dir", str(other), "--log-format", "json",
+           "-T", f"suite={suite_file}", "--limit", "1"]  # fmt: skip
+    subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    [path] = list(other.glob("*.json"))
+    broken = read_eval_log(str(path))
+    assert broken.status == "error" and "404" in str(broken.error)
 
 
 def _await(coro: Any) -> Any:

@@ -37,7 +37,7 @@ from mheval.protocols.spec import BUILTIN_ORDER
 from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Judgment, Response, Turn, Usage
 from mheval.suites import Suite, load_suite
 
-__all__ = ["GOLD_AGREEMENT", "case_to_sample", "crisis_task", "score_keys", "scorer"]
+__all__ = ["GOLD_AGREEMENT", "case_to_sample", "crisis_task", "metric_key", "score_keys", "scorer"]
 
 GOLD_AGREEMENT = "agrees_with_gold"
 """Crisis triage's extra score key: 1 when the judge's label is the case's gold label, 0 when not (left out
@@ -282,8 +282,14 @@ def score_keys(spec: ProtocolSpec) -> list[str]:
     return [*spec.dimensions, *aggregates]
 
 
+def metric_key(spec: ProtocolSpec, key: str) -> str:
+    """A score key as it is named in the score's value and in Inspect's log: `<protocol>/<key>` (e.g.
+    `psycrisis/total`, `crisis-triage/agrees_with_gold`), so two protocols' keys never collide."""
+    return f"{spec.id}/{key}"
+
+
 def _metrics(spec: ProtocolSpec) -> dict[str, list[Metric]]:
-    return {key: [mean(), stderr()] for key in score_keys(spec)}
+    return {metric_key(spec, key): [mean(), stderr()] for key in score_keys(spec)}
 
 
 def judgment_to_score(
@@ -304,10 +310,10 @@ def judgment_to_score(
     value: dict[str, float] = {}
     if spec.kind == "label":
         for label in spec.labels or []:
-            value[label] = 1.0 if judgment.label == label else 0.0
+            value[metric_key(spec, label)] = 1.0 if judgment.label == label else 0.0
         if spec.id == "crisis-triage":
             # NaN is Inspect's per-key "not scored": a case without a gold label is left out of this mean.
-            value[GOLD_AGREEMENT] = math.nan if gold is None else float(judgment.label == gold)
+            value[metric_key(spec, GOLD_AGREEMENT)] = math.nan if gold is None else float(judgment.label == gold)
         answer = judgment.label
     else:
         aggregates = spec.aggregate(judgment.scores)
@@ -315,7 +321,7 @@ def judgment_to_score(
             found = judgment.scores.get(key, aggregates.get(key))
             if found is None and key == "total":
                 found = judgment.total
-            value[key] = math.nan if found is None else float(found)
+            value[metric_key(spec, key)] = math.nan if found is None else float(found)
         answer = None if judgment.total is None else f"{judgment.total:g}"
     meta |= {"label": judgment.label, "total": judgment.total, "evidence": judgment.evidence}
     return Score(value=value, answer=answer, explanation=judgment.rationale, metadata=meta)
