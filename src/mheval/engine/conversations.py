@@ -9,7 +9,10 @@ scenario, target or simulator plays the conversation again from the first turn t
 
 Per-turn judging builds, for turn t, the case "the conversation up to user turn t" (id `<scenario>#t<t>`)
 and the reply of turn t, and hands them to the ordinary units (engine/units.py) under the same content
-keys as single-turn judging. The whole-conversation protocol (dialogues/flow.py) runs last.
+keys as single-turn judging; the crisis label a reply is judged under (its rubric row) is the scenario's
+from the turn its disclosing beat was played on, and no_crisis before it or in a benign control
+(analysis/truth.py), never a triage guess. The whole-conversation protocol (dialogues/flow.py) and the
+scenario's expectations (dialogues/expectations.py) run last, one verdict per conversation and judge.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mheval.analysis.truth import scenario_truth
 from mheval.config import RunConfig
-from mheval.dialogues import flow
+from mheval.dialogues import expectations, flow
 from mheval.dialogues.scenario import Scenario, turn_case_id
 from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
 from mheval.engine.identity import Inputs, digest, judging_inputs, target_params
@@ -232,15 +236,14 @@ def _turn_units(
     """The per-turn judging units not yet done with these inputs."""
     by_id = {s.id: s for s in scenarios}
     done = store.judgment_inputs(finished=True)
-    first_judge = next(iter(judge_digests), None)
-    labels = _turn_labels(store, first_judge)
     todo: list[tuple[Unit, tuple[Any, ...], Inputs]] = []
     for (sid, model, sample), exchanges in _scored_conversations(store, by_id).items():
         scenario = by_id[sid]
+        truth = scenario_truth(scenario, exchanges)
         for e in exchanges:
             case = turn_case(scenario, exchanges, e.turn)
             response = Response(case_id=case.id, model=model, sample=sample, text=e.reply)
-            label = labels.get((case.id, model, sample)) or scenario.crisis_label
+            label = truth.label_at(e.turn)
             for protocol in protocols:
                 for judge, fingerprint in judge_digests.items():
                     for rep in range(bench.config.repeats):
@@ -286,19 +289,13 @@ def _scored_conversations(store: Store, scenarios: Mapping[str, Scenario]) -> di
     return out
 
 
-def _turn_labels(store: Store, judge: str | None) -> dict[tuple[str, str, int], str]:
-    labels: dict[tuple[str, str, int], str] = {}
-    for j in store.iter_judgments("crisis-triage"):
-        if j.judge == judge and j.repeat == 0 and j.status == "ok" and j.label and j.model is not None:
-            labels[(j.case_id, j.model, j.sample if j.sample is not None else 0)] = j.label
-    return labels
-
-
 async def judge_conversations(
     scenarios: list[Scenario], bench: Workbench, store: Store, judge_digests: Mapping[str, str],
 ) -> int:  # fmt: skip
-    """The whole-conversation flow protocol over each scored conversation, by each judge."""
+    """The whole-conversation flow protocol and the scenario's expectations over each scored conversation,
+    by each judge (one verdict of each per conversation and judge, keyed like any other unit)."""
     spec = flow.load_flow()
+    expect_digest = expectations.protocol_digest()
     by_id = {s.id: s for s in scenarios}
     done = store.judgment_inputs(finished=True)
     per_turn: dict[ConversationKey, list[Judgment]] = {}
@@ -306,7 +303,7 @@ async def judge_conversations(
         parts = flow.turn_of(j)
         if parts is not None:
             per_turn.setdefault((parts[0], j.model or "", j.sample or 0), []).append(j)
-    todo = []
+    todo: list[tuple[Scenario, list[Exchange], list[Judgment] | None, str, str, int, Inputs]] = []
     for key, exchanges in _scored_conversations(store, by_id).items():
         sid, model, sample = key
         turns = per_turn.get(key, [])
@@ -319,15 +316,26 @@ async def judge_conversations(
             }
             if done.get((sid, model, sample, flow.FLOW_ID, judge, 0)) != inputs:
                 todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
+            # The expectations read the transcript only (not the per-turn verdicts).
+            wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
+            listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
+            if listed and done.get((sid, model, sample, expectations.EXPECTATIONS_ID, judge, 0)) != wanted:
+                todo.append((by_id[sid], exchanges, None, judge, model, sample, wanted))
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 
-    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment], judge: str,
+    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | None, judge: str,
                   model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
         async with limit:
-            verdict = await flow.judge_flow(
-                spec, scenario, exchanges, turns, judge=judge, judge_model=bench.models.get(judge),
-                model=model, sample=sample, config=bench.config,
-            )  # fmt: skip
+            if turns is None:
+                verdict = await expectations.judge_expectations(
+                    scenario, exchanges, judge=judge, judge_model=bench.models.get(judge), model=model,
+                    sample=sample, config=bench.config,
+                )  # fmt: skip
+            else:
+                verdict = await flow.judge_flow(
+                    spec, scenario, exchanges, turns, judge=judge, judge_model=bench.models.get(judge),
+                    model=model, sample=sample, config=bench.config,
+                )  # fmt: skip
         store.put_judgment(verdict, inputs)
 
     await asyncio.gather(*(one(*item) for item in todo))

@@ -105,10 +105,13 @@ def load_run(run_dir: str | Path) -> RunData:
 def single_turn(judgments: list[Judgment]) -> list[Judgment]:
     """The judgments of single-turn cases: a multi-turn run's per-turn and whole-conversation verdicts
     have a section of their own (report/multiturn.py) and are not counted as cases."""
-    from mheval.dialogues.flow import FLOW_ID
+    from mheval.analysis.expectations import EXPECTATIONS_ID
+    from mheval.analysis.flow import FLOW_ID
     from mheval.dialogues.scenario import split_turn_case_id
 
-    return [j for j in judgments if j.protocol != FLOW_ID and split_turn_case_id(j.case_id) is None]
+    return [
+        j for j in judgments if j.protocol not in (FLOW_ID, EXPECTATIONS_ID) and split_turn_case_id(j.case_id) is None
+    ]
 
 
 def _config_file(run_dir: Path) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""Flat tables of a run (cases, responses, judgments, exchanges) for export and for the summary.
+"""Flat tables of a run (cases, responses, judgments, exchanges, conversations) for export and for the summary.
+
+`conversations` has one row per multi-turn conversation and judge, with its verdict (`unsafe`: true,
+false or null when not measurable, by verdict.conversation_verdict) and `expectations`: each expectation
+id of its scenario -> {state: met / missed / violated / unknown, turn, evidence, why}
+(analysis/conversations.py builds them from the stored records).
 
 Every export is strict: JSONL has no NaN or Infinity (a missing value is null), and a column of whole
 numbers (sample, repeat, turn, tokens) stays whole numbers in every format, even with some rows empty.
@@ -24,11 +29,9 @@ from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_fram
 from mheval.records import Exchange, Judgment
 from mheval.runfolder.store import Store
 
-# One row per conversation with its verdicts (`conversations`) joins these when the per-conversation
-# verdicts exist: its rows go in `table_rows`, its name here and in MESSAGE_TABLES.
-TABLES = ("cases", "responses", "judgments", "exchanges")
+TABLES = ("cases", "responses", "judgments", "exchanges", "conversations")
 FORMATS = ("jsonl", "csv", "parquet", "messages")
-MESSAGE_TABLES = ("exchanges",)
+MESSAGE_TABLES = ("exchanges", "conversations")
 """The tables `--format messages` can write: those made of conversations."""
 
 
@@ -153,7 +156,48 @@ def table_rows(store: Store, table: str, *, counted: bool = False) -> list[dict[
         return [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
     if table == "exchanges":
         return [exchange_row(e) for e in store.exchanges()]
+    if table == "conversations":
+        return conversation_rows(store)
     raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
+
+
+def conversation_rows(store: Store) -> list[dict[str, Any]]:
+    """One row per conversation and judge: what it was, how it ended, its verdict and its expectations."""
+    from mheval.analysis.conversations import conversation_judges, run_views
+
+    judgments = store.judgments()
+    rows = []
+    for v in run_views(store, conversation_judges(judgments) or None):
+        sid, model, sample = v.key
+        end = v.end
+        rows.append(
+            {
+                "scenario_id": sid,
+                "model": model,
+                "sample": sample,
+                "judge": v.judge,
+                "family": v.family,
+                "language": v.language,
+                "locale": v.scenario.locale if v.scenario else None,
+                "risk_level": v.scenario.risk_level if v.scenario else None,
+                "crisis_label": v.scenario.crisis_label if v.scenario else None,
+                "mode": end.mode if end else None,
+                "stop_reason": end.stop_reason if end else None,
+                "status": end.status if end else None,
+                "reason": end.reason.value if end and end.reason else None,
+                "turns": len(v.exchanges),
+                "risk_source": v.truth.source,
+                "disclosure_turn": v.truth.disclosure_turn,
+                "retract_turn": v.truth.retract_turn,
+                "unsafe": v.verdict.unsafe,
+                "handled_risk": v.verdict.handled_risk,
+                "reasons": list(v.verdict.reasons),
+                "unsafe_turns": sorted(v.unsafe_turns),
+                "expectations": {k: o.as_dict() for k, o in v.outcomes.items()},
+                "flow": v.flow.label if v.flow is not None and v.flow.status == "ok" else None,
+            }
+        )
+    return rows
 
 
 def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFrame:
@@ -224,6 +268,8 @@ def typed_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
         present = [v for v in values if v is not None]
         if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
             frame[col] = pd.array(values, dtype="Int64")
+        elif present and len(present) < len(values) and all(isinstance(v, bool) for v in present):
+            frame[col] = pd.array(values, dtype="boolean")  # true / false / missing (a verdict not measurable)
     return frame
 
 
@@ -285,7 +331,7 @@ def csv_text(frame: pd.DataFrame) -> str:
 def frame_for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
     """Parquet wants one type per column: dicts with varying keys become JSON strings."""
     out = frame.copy()
-    for col in ("scores", "evidence", "metadata", "turns"):
+    for col in ("scores", "evidence", "metadata", "turns", "expectations"):
         if col in out.columns:
             out[col] = out[col].map(lambda v: json.dumps(v, ensure_ascii=False))
     return out
