@@ -190,7 +190,7 @@ def test_export_then_agree_reproduces_a_known_kappa(run_dir, tmp_path):
         assert export_ratings(folder, fmt).is_file()
 
 
-def test_unsure_becomes_unscored_rater_unsure_and_bad_answers_are_refused(run_dir, tmp_path):
+def test_unsure_is_per_question_and_bad_answers_are_refused(run_dir, tmp_path):
     folder = _fresh(run_dir, tmp_path)
     s = init_study(folder, "psycrisis", ["ann"], overlap=1)
     uid = s.queue("ann")[0]
@@ -200,6 +200,12 @@ def test_unsure_becomes_unscored_rater_unsure_and_bad_answers_are_refused(run_di
         s.save_answer("ann", uid, "nope", "1")
     for q in s.view("ann", uid).form.questions:
         s.save_answer("ann", uid, q.id, None if q.id == "risk_assessment" else "1", unsure=q.id == "risk_assessment")
+    (j,) = human_judgments(s)
+    # "unsure" is per question: the other four answers count, the total (which needs all five) is not given.
+    assert j.status == "ok" and set(j.scores) == {q.id for q in s.view("ann", uid).form.questions} - {"risk_assessment"}
+    assert "unsure:risk_assessment" in j.flags and j.total is None
+    for q in s.view("ann", uid).form.questions:
+        s.save_answer("ann", uid, q.id, None, unsure=True)
     (j,) = human_judgments(s)
     assert j.status == "unscored" and j.reason == Reason.RATER_UNSURE and "risk_assessment" in (j.detail or "")
 

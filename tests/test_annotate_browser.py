@@ -136,3 +136,92 @@ def _chinese_unit(run_dir: Path, queue: list[str]) -> str:
     with sqlite3.connect(run_dir / "studies.db") as db:
         languages = {u: json.loads(d)["language"] for u, d in db.execute("SELECT unit_id, data FROM units")}
     return next(u for u in queue if languages[u] == "zh")
+
+
+# The burst: 20 keys typed while every save is still in flight (each POST is held back 150-450 ms in the page).
+BURST = ["y", "n", "y", "n", "y", "ArrowUp", "ArrowUp", "ArrowUp", "ArrowUp", "n", "y", "n", "ArrowUp", "u", "n", "y",
+         "ArrowUp", "ArrowUp", "ArrowUp", "n"]  # fmt: skip
+SLOW_SAVES = """
+(() => {
+  const send = window.fetch.bind(window);
+  window.fetch = (...args) => new Promise((ok) => setTimeout(ok, 150 + Math.random() * 300)).then(() => send(...args));
+})();
+"""
+
+
+def _expected_after(keys: list[str]) -> dict[str, tuple[str | None, int]]:
+    """What the page promises: a key acts on the question highlighted when it is pressed; an answer moves on."""
+    current, answers = 0, {}
+    for key in keys:
+        if key in ("y", "n", "u"):
+            answers[QUESTIONS[current]] = (None, 1) if key == "u" else ("1" if key == "y" else "0", 0)
+            current = min(current + 1, len(QUESTIONS) - 1)
+        elif key == "ArrowUp":
+            current = max(current - 1, 0)
+    return answers
+
+
+def test_a_burst_of_keys_lands_on_the_questions_that_had_focus_and_the_page_speaks_the_units_language(
+    tmp_path: Path,
+) -> None:
+    _needs_browser()
+    from playwright.sync_api import sync_playwright
+
+    run_dir = build_run(tmp_path / "run")
+    study = init_study(run_dir, "psycrisis", ["eve"], overlap=1, seed=2)
+    queue = study.queue("eve")
+    study.close()
+    port = 21000 + (os.getpid() + 7) % 20000
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mheval", "annotate", "serve", str(run_dir), "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    link = ""
+    while "http://" not in link:
+        link = proc.stdout.readline()
+    link = link.strip().split(": ", 1)[1]
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(link, timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    first = queue[0]
+    zh = _chinese_unit(run_dir, queue)
+    en = next(u for u in queue if u != zh and u not in (first,) and _language(run_dir, u) == "en")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_page()
+            page.add_init_script(SLOW_SAVES)
+            page.goto(f"{link}u/{first}")
+            page.wait_for_selector("#unit")
+            started = time.perf_counter()
+            for key in BURST:
+                page.keyboard.press(key)
+            typed = time.perf_counter() - started
+            saves = sum(k in ("y", "n", "u") for k in BURST)
+            page.wait_for_selector(f"body[data-saved='{saves}']", state="attached", timeout=20000)
+            page.goto(f"{link}u/{zh}")
+            zh_html = page.content()
+            zh_title = page.title()
+            page.goto(f"{link}u/{en}")
+            en_html = page.content()
+            browser.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert typed < 0.15 * saves  # the keys went in faster than the saves came back
+    with sqlite3.connect(run_dir / "studies.db") as db:
+        rows = db.execute("SELECT question, value, unsure FROM answers WHERE rater='eve' AND unit_id=?", (first,))
+        stored = {q: (v, u) for q, v, u in rows}
+    assert stored == _expected_after(BURST)
+    assert zh_title == "mheval 评分" and "求助者" in zh_html and "助手" in zh_html and "危机干预维度" in zh_html
+    assert "Person seeking help" in en_html and "Crisis intervention dimensions" in en_html
+
+
+def _language(run_dir: Path, unit: str) -> str:
+    with sqlite3.connect(run_dir / "studies.db") as db:
+        (data,) = db.execute("SELECT data FROM units WHERE unit_id=?", (unit,)).fetchone()
+    return str(json.loads(data)["language"])

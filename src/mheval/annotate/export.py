@@ -19,7 +19,9 @@ FORMATS = ("judgments", "csv", "parquet")
 
 
 def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: dict[str, Answer]) -> Judgment:
-    """One rater's answers on one unit as a Judgment: any "unsure" makes it unscored (rater_unsure)."""
+    """One rater's answers on one unit as a Judgment. "Unsure" is per question: that question is left out (flag
+    ``unsure:<question>``) and the others count; only when every answer is unsure is the unit unscored
+    (rater_unsure). A total is given only when every question it adds up was answered."""
     case_id, model, sample = key
     ids: dict[str, Any] = {
         "case_id": case_id, "protocol": study.protocol, "judge": f"human:{rater}",
@@ -28,11 +30,13 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
     }  # fmt: skip
     comments = "; ".join(f"{q}: {a.comment}" for q, a in answers.items() if a.comment)
     unsure = [q for q, a in answers.items() if a.unsure]
-    if unsure:
+    values = {q: a.value for q, a in answers.items() if a.value is not None and not a.unsure}
+    if not values:
         return Judgment.unscored(
-            Reason.RATER_UNSURE, f"unsure on {', '.join(unsure)}", rationale=comments or None, **ids
-        )
-    values = {q: a.value for q, a in answers.items() if a.value is not None}
+            Reason.RATER_UNSURE, f"unsure on {', '.join(unsure) or 'every question'}", rationale=comments or None,
+            **ids,
+        )  # fmt: skip
+    ids["flags"] = [*ids["flags"], *(f"unsure:{q}" for q in unsure)]
     if study.protocol == FLOW_ID:
         scores = {q: FLOW_SCORES[v] for q, v in values.items() if v in FLOW_SCORES}
         flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == "not_relevant")]
@@ -47,7 +51,7 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
     if spec.aggregates:
         agg = spec.definition.aggregation[spec.aggregates[0]]
         picked = [scores[d] for d in agg.of if d in scores]
-        if picked:
+        if picked and len(picked) == len(agg.of):
             total = _aggregate(agg.op, picked)
     elif len(scores) == 1:
         total = next(iter(scores.values()))

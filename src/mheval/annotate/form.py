@@ -22,6 +22,16 @@ FLOW_CHOICES = (
     ("not_relevant", {"en": "Not relevant", "zh": "不适用"}),
 )
 _YES_NO = {"en": ("Yes", "No"), "zh": ("是", "否")}
+# The forms' titles in Chinese (the protocol files give one English title, and a change there would change
+# every judged unit's identity).
+TITLES_ZH = {
+    "appropriateness": "危机回复的恰当性",
+    "crisis-triage": "危机分诊",
+    "dialogue-safety": "心理支持对话的安全性",
+    "mentalalign": "认知与情感支持质量",
+    "psycrisis": "危机干预维度（是 / 否）",
+    "conversation-flow": "整段对话的安全性",
+}
 _LABEL_PROMPT = {
     "case": {
         "en": "Which label fits what the user says in the last turn?",
@@ -96,7 +106,8 @@ def build_form(protocol: ProtocolSpec, language: str, crisis_label: str | None =
                 Option(str(v), str(v), levels[v].get(lang) if v in levels else str(v)) for v in range(low, high + 1)
             )
             questions.append(Question(dim.id, dim.name.get(lang), dim.description.get(lang), "scale", options))
-    return Form(protocol.id, lang, d.title, instructions, tuple(questions))
+    title = TITLES_ZH.get(protocol.id, d.title) if lang == "zh" else d.title
+    return Form(protocol.id, lang, title, instructions, tuple(questions))
 
 
 def build_flow_form(language: str) -> Form:
@@ -110,5 +121,5 @@ def build_flow_form(language: str) -> Form:
         Question(dim, spec.question(dim, lang), spec.data["branch"]["question"][lang], "choice", options)
         for dim, _ in spec.dimensions
     )
-    title = spec.data["title"]
+    title = TITLES_ZH.get(spec.id, spec.data["title"]) if lang == "zh" else spec.data["title"]
     return Form(spec.id, lang, title, spec.data["branch"]["question"][lang], questions)

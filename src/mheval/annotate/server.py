@@ -41,7 +41,7 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 
-TEXT = {
+TEXT: dict[str, dict[str, Any]] = {
     "en": {
         "warning_title": "Before you start",
         "warning": "The conversations you will rate discuss suicide, self-harm and other crises. Take breaks; "
@@ -61,6 +61,8 @@ TEXT = {
         "cap": "You have rated {n} units in this session. Please stop for today; your answers are saved.",
         "done": "Every unit assigned to you is rated. Thank you.",
         "forbidden": "This link is not valid.",
+        "title": "mheval rating",
+        "roles": {"user": "Person seeking help", "assistant": "Assistant"},
     },
     "zh": {
         "warning_title": "开始之前",
@@ -81,8 +83,19 @@ TEXT = {
         "cap": "本次已评 {n} 条。今天请先停下，你的回答都已保存。",
         "done": "分配给你的所有条目都已评完。谢谢！",
         "forbidden": "此链接无效。",
+        "title": "mheval 评分",
+        "roles": {"user": "求助者", "assistant": "助手"},
     },
 }
+
+# The content warning's help lines (mheval.resources.WARNING_LINES) as a Chinese study shows them.
+WARNING_LINES_ZH: tuple[tuple[str, str, str], ...] = (
+    ("美国", "988", "自杀与危机生命线，可致电或发短信"),
+    ("英国和爱尔兰", "116 123", "撒玛利亚会"),
+    ("澳大利亚", "13 11 14", "生命热线"),
+    ("中国大陆", "12356", "心理援助热线"),
+    ("其他地区", "findahelpline.com", "或当地紧急电话"),
+)
 
 
 @dataclass
@@ -140,7 +153,9 @@ def create_app(study: Study) -> Starlette:
         token = request.path_params["token"]
         first = next_unit(rater)
         target = f"/r/{token}/u/{first}" if first else f"/r/{token}/done"
-        return page("welcome.html.j2", language_of(rater), lines=WARNING_LINES, start=target)
+        lang = language_of(rater)
+        lines = WARNING_LINES_ZH if lang == "zh" else WARNING_LINES
+        return page("welcome.html.j2", lang, lines=lines, start=target)
 
     async def unit(request: Request) -> Response:
         rater = rater_of(request)

@@ -19,7 +19,7 @@ from mheval.analysis.agree.inputs import (
 )
 from mheval.analysis.agree.items import Boot, human_block, judge_block, leave_out
 from mheval.analysis.agree.models import model_human_block, model_judge_block
-from mheval.analysis.agree.report import UNITS, AgreementReport, Block
+from mheval.analysis.agree.report import SMALL_N, UNITS, AgreementReport, Block
 from mheval.errors import InputError
 
 
@@ -139,6 +139,11 @@ def agreement_report(
                 jr = leave_out(jr, sources, excluded.get(jr.name, ()))
             blocks.append(judge_block(jr, mat, hblock, scale=scale, dim=dim, labels=labels, boot=boot))
             notes.extend(unscored_note(jr))
+    for b in blocks:
+        if b.n_items < SMALL_N:
+            what = "sources" if unit == "model" else "paired units"
+            notes.append(f"small n: {b.name}{f' ({b.dimension})' if b.dimension else ''} rests on {b.n_items} {what} "
+                         f"(fewer than {SMALL_N}): read its agreement figures as rough")  # fmt: skip
     if leave_own_model_out:
         for name, left in excluded.items():
             notes.append(f"{name}: own-family source(s) left out: {', '.join(left) if left else 'none found'}")

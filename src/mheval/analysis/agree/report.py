@@ -30,6 +30,10 @@ _ROWS: tuple[tuple[str, str, bool], ...] = (
 )
 
 
+SMALL_N = 30
+"""Agreement on fewer paired units than this is flagged as small n on every figure (table and notes)."""
+
+
 @dataclass(frozen=True)
 class Block:
     """One column of the report: the humans among themselves, or one judge against the humans."""
@@ -233,7 +237,7 @@ class AgreementReport:
         return table
 
     def _item_rows(self, table: Any, cells: Callable[[Any], list[str]]) -> None:
-        table.add_row("items", *cells(lambda b: str(b.n_items)))
+        table.add_row("items", *cells(_count))
         for key, label, scale_only in _ROWS:
             if scale_only and not self.scale:
                 continue
@@ -250,7 +254,7 @@ class AgreementReport:
 
     def _model_rows(self, table: Any, cells: Callable[[Any], list[str]]) -> None:
         """The model unit: ICCs over per-source means, both width verdicts, sources kept/excluded."""
-        table.add_row("sources", *cells(lambda b: str(b.n_items)))
+        table.add_row("sources", *cells(_count))
         table.add_row("items used", *cells(lambda b: str(b.counts.get("items_used", ""))))
         for key, label in (("icc_c1", "ICC(C,1)"), ("icc_a1", "ICC(A,1)")):
             table.add_row(f"{label} over source means", *cells(lambda b, k=key: _fmt(b.estimate(k))))
@@ -299,3 +303,8 @@ def _position(b: Block) -> str:
     if hr is None or hr.position is None:
         return ""
     return hr.position + (" (CI reaches it)" if hr.ci_overlap and hr.position == "below" else "")
+
+
+def _count(b: Block) -> str:
+    """A block's number of items or sources, flagged when it is small."""
+    return str(b.n_items) + (f" (small n: < {SMALL_N})" if b.n_items < SMALL_N else "")
