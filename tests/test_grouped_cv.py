@@ -131,32 +131,33 @@ def test_nested_cv_reports_folds_spread_choices_and_a_monotone_curve() -> None:
 
 
 def test_the_offline_judge_applies_a_models_threshold(tmp_path) -> None:
-    """A triage model whose classifier prefers no_crisis (0.7) but gives the severe labels 0.3 in all:
-    with a threshold of 0.25 the judge says suicidal ideation and says why; without one, no_crisis."""
+    """A triage model whose classifier prefers no_crisis (0.95) and gives the severe labels 0.05 in all
+    (below the open threshold): with a model threshold of 0.04 the judge says suicidal ideation, and why,
+    when the user's own words hold a severe cue; without a cue, or without a threshold, no_crisis."""
     import asyncio
-    import json
     from types import SimpleNamespace
 
     from mheval.judges.offline import OfflineJudge
+    from mheval.judges.offline.risk import OPEN_THRESHOLD
     from mheval.judges.offline.trained import LinearHead, TrainedJudge
     from mheval.records import Case, Turn
 
     labels = list(CRISIS_LABELS)
     probs = np.full(len(labels), 1e-6)
-    probs[labels.index(NC)], probs[labels.index(SI)], probs[labels.index(SH)] = 0.7, 0.2, 0.1
+    probs[labels.index(NC)], probs[labels.index(SI)], probs[labels.index(SH)] = 0.95, 0.03, 0.02
+    assert 0.05 < OPEN_THRESHOLD
     d = 6  # lex:triage: no encoder needed
     head = LinearHead(np.zeros(d), np.ones(d), np.zeros((len(labels), d)), np.log(probs / probs.sum()))
-    case = Case(id="c", turns=[Turn(role="user", content="a quiet evening at home")])
-    for threshold, expected in ((0.25, SI), (None, NC)):
+    cue = Case(id="c", turns=[Turn(role="user", content="I feel hopeless and worthless lately.")])
+    quiet = Case(id="q", turns=[Turn(role="user", content="a quiet evening at home")])
+    for threshold, case, expected in ((0.04, cue, SI), (0.04, quiet, NC), (None, cue, NC)):
         meta = {"protocol": "crisis-triage", "kind": "classifier", "labels": labels, "target": "case",
                 "features": ["lex:triage"], "severe_threshold": threshold}  # fmt: skip
-        folder = tmp_path / str(threshold)
+        folder = tmp_path / f"{threshold}-{case.id}"
         TrainedJudge(head, meta, name="offline").save(folder / "crisis-triage.npz")
         verdict = asyncio.run(OfflineJudge(models=folder).judge(SimpleNamespace(id="crisis-triage"), case, None))
-        assert verdict.label == expected
-        assert json.loads(verdict.raw)["raised_by_threshold"] is (threshold is not None)
-        if threshold is not None:
-            assert "safety threshold" in verdict.rationale
+        assert verdict.label == expected, verdict.rationale
+        assert ("safety threshold" in verdict.rationale) is (expected == SI)
 
 
 def test_a_label_no_threshold_helps_does_not_hide_the_others_gains() -> None:

@@ -28,14 +28,24 @@ import numpy as np
 
 from mheval.judges.offline.embed import encoder_version
 from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns
-from mheval.judges.offline.judge import model_path
+from mheval.judges.offline.judge import MODEL_PROTOCOLS, model_path
 from mheval.judges.offline.lexicon import triage
+from mheval.judges.offline.risk import screen
 from mheval.judges.offline.trained import TrainedJudge
 from mheval.records import CRISIS_LABELS, Case
 from mheval.suites import load_suite
 from mheval.suites.papers import SAFETY_LABELS, majority_label
+from mheval.training.checks import contrast_figures
 from mheval.training.fit import classifier_figures, cohen_kappa, fit_head, scorer_figures
-from mheval.training.grouped import TriageTable, choose, dataset_group, dialogue_groups, human_figures, nested_cv
+from mheval.training.grouped import (
+    TriageTable,
+    choose,
+    dataset_group,
+    decide,
+    dialogue_groups,
+    human_figures,
+    nested_cv,
+)
 from mheval.training.train import TrainResult, fit_judge
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "judges" / "offline" / "weights"
@@ -123,7 +133,9 @@ def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list
         [str(c.crisis_label) for c in core],
     )
     files = [hh / "human_crisis_labels.dev.jsonl", inputs, labels_path]
-    return dev, [*dev, *distilled, *core], table, files
+    cases = [*dev, *distilled, *core]
+    table.screens = [screen(_user_turns(c)) for c in cases]  # the judge decides with them, so the CV does
+    return dev, cases, table, files
 
 
 def _triage_model(
@@ -172,7 +184,7 @@ def _triage_model(
     judge = TrainedJudge(head, meta, name="offline:fast" if fast else "offline")
     human = table.human_cases()
     proba = head.proba(x[human])
-    in_sample = [CRISIS_LABELS[int(i)] for i in judge.choose(proba)]
+    in_sample = [CRISIS_LABELS[int(i)] for i in decide(proba, final.threshold, table.screens_of(human))]
     raters = [table.raters[c] for c in human]
     figures = {
         "features": blocks,
@@ -300,6 +312,26 @@ def _vs_raters(pred: np.ndarray, raters: np.ndarray) -> dict[str, Any]:
     return {name: scorer_figures(raters[:, i], pred) for i, name in enumerate(("H1", "H2"))}
 
 
+def _with_reply_checks(items: list[Item], oof: np.ndarray, target: np.ndarray, raters: np.ndarray) -> dict[str, Any]:
+    """The judge's level (the trained out-of-fold prediction blended with the reply's checkable moves,
+    then capped by harm) against the humans, for the shipped blend weight and its neighbours."""
+    from mheval.judges.offline.judge import RULE_WEIGHT, combine_appropriateness
+    from mheval.judges.offline.reply_checks import check_reply
+
+    checks = [check_reply(it.response or "", crisis_label=it.crisis_label, locale=None) for it in items]
+    out: dict[str, Any] = {"shipped_weight": RULE_WEIGHT, "caps_fired": sum(c.cap is not None for c in checks)}
+    for weight in sorted({0.0, 0.25, 0.5, RULE_WEIGHT}):
+        levels = np.array(
+            [
+                combine_appropriateness(p, c, it.crisis_label, weight)
+                for p, c, it in zip(oof, checks, items, strict=True)
+            ],
+            dtype=float,
+        )
+        out[f"weight_{weight:g}"] = {"vs_mean": scorer_figures(target, levels), "vs_raters": _vs_raters(levels, raters)}
+    return out
+
+
 def build_appropriateness(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
     items, target, raters, groups, llm = _appropriateness_data(data)
     path = data / "help_harm" / "appropriateness_scores.dev.jsonl"
@@ -345,6 +377,7 @@ def build_appropriateness(data: Path, out: Path, folds: int, seed: int) -> dict[
     return {
         "rows": len(items),
         "strength": shipped.params["strength"],
+        "with_reply_checks": _with_reply_checks(items, np.asarray(shipped.oof, dtype=float), target, raters),
         "cv_vs_raters": _vs_raters(oof, raters),
         "cv_vs_mean": shipped.figures,
         "in_sample_vs_raters": in_sample,
@@ -374,6 +407,11 @@ def build(
             "folds": folds,
             "seed": seed,
         }
+        figures_path.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # The whole offline judge, as shipped from `out`, on mheval's own contrast sets (both speeds), when
+    # `out` holds every model (a partial build elsewhere would measure a different judge).
+    if all(model_path(out, p).is_file() for p in MODEL_PROTOCOLS):
+        figures["contrast_sets"] = contrast_figures(out)
         figures_path.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return figures
 

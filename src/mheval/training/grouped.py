@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mheval.judges.offline.risk import RiskScreen, decide_triage
 from mheval.judges.offline.trained import LinearHead, decide_severe
 from mheval.records import CRISIS_LABELS
 from mheval.training.fit import cohen_kappa, fit_head, fold_spread
@@ -54,6 +55,11 @@ class TriageTable:
     source: np.ndarray  # row -> HUMAN, DISTILLED or AUTHORED
     group: np.ndarray  # row -> source dataset (AUTHORED rows: "crisis-core", never held out)
     raters: dict[int, list[str]] = field(default_factory=dict)  # human case -> its raters' labels
+    # case -> the explicit-risk screen of its user turns (risk.screen), when the decision uses it
+    screens: list[RiskScreen] | None = None
+
+    def screens_of(self, cases: Sequence[int]) -> list[RiskScreen] | None:
+        return None if self.screens is None else [self.screens[c] for c in cases]
 
     @classmethod
     def build(
@@ -103,10 +109,14 @@ class TriageTable:
         return str(self.group[np.flatnonzero(self.case_index == case)[0]])
 
 
-def decide(proba: np.ndarray, threshold: float) -> np.ndarray:
-    """Label indices: argmax, except that p(SI) + p(SH) >= threshold gives the likelier of the two (the
-    rule the judge applies, trained.decide_severe)."""
-    return decide_severe(proba, list(CRISIS_LABELS), threshold)
+def decide(proba: np.ndarray, threshold: float, screens: Sequence[RiskScreen] | None = None) -> np.ndarray:
+    """Label indices as the judge gives them: with the cases' risk screens, `risk.decide_triage`
+    (explicit-risk floor, framing, threshold gated by a severe cue); without, argmax except that
+    p(SI) + p(SH) >= threshold gives the likelier of the two (trained.decide_severe)."""
+    if screens is None:
+        return decide_severe(proba, list(CRISIS_LABELS), threshold)
+    labels = list(CRISIS_LABELS)
+    return np.array([decide_triage(p, labels, threshold, s) for p, s in zip(proba, screens, strict=True)], dtype=int)
 
 
 def human_figures(pred: Sequence[str], raters: Sequence[Sequence[str]]) -> dict[str, Any]:
@@ -199,13 +209,16 @@ def oof_proba(
 
 
 def pick_threshold(
-    proba: np.ndarray, raters: Sequence[Sequence[str]], thresholds: Sequence[float], min_recall: float
-) -> float:
+    proba: np.ndarray, raters: Sequence[Sequence[str]], thresholds: Sequence[float], min_recall: float,
+    screens: Sequence[RiskScreen] | None = None,
+) -> float:  # fmt: skip
     """The largest threshold whose recall of both severe labels reaches `min_recall`; when none does, the
     largest of those with the most recall short of it (each label's recall counted up to `min_recall`,
     so a label that no threshold helps does not hide the other one's gains; lowering the threshold
     further would cost agreement and buy nothing)."""
-    reached = {t: sum(min(min_recall, r) for r in _severe_recalls(decide(proba, t), raters)) for t in thresholds}
+    reached = {
+        t: sum(min(min_recall, r) for r in _severe_recalls(decide(proba, t, screens), raters)) for t in thresholds
+    }
     return max(thresholds, key=lambda t: (round(reached[t], 9), t))
 
 
@@ -233,8 +246,9 @@ def choose(
     assert best is not None
     _, choice, proba, cases = best
     raters = [table.raters[c] for c in cases]
-    choice.threshold = pick_threshold(proba, raters, thresholds, min_recall)
-    curve = {t: _severe_recalls(decide(proba, t), raters) for t in thresholds}
+    screens = table.screens_of(cases)
+    choice.threshold = pick_threshold(proba, raters, thresholds, min_recall, screens)
+    curve = {t: _severe_recalls(decide(proba, t, screens), raters) for t in thresholds}
     choice.inner = {
         "kappa_by_setting": scores,
         "inner_recall_by_threshold": {f"{t:g}": [round(r, 3) for r in v] for t, v in curve.items()},
@@ -265,7 +279,7 @@ def nested_cv(
         head = _fit(x, table, rows, choice.strength, choice.distilled_weight, ngram, choice.ngram_weight)
         test = table.human_cases(held)
         proba = head.proba(x[test])
-        pred = decide(proba, choice.threshold)
+        pred = decide(proba, choice.threshold, table.screens_of(test))
         per_fold.append(
             {"groups": held, **human_figures([CRISIS_LABELS[p] for p in pred], [table.raters[c] for c in test])}
         )
@@ -279,7 +293,7 @@ def nested_cv(
     proba_all = np.vstack(pooled_proba)
     curve = []
     for t in thresholds:
-        fig = human_figures([CRISIS_LABELS[p] for p in decide(proba_all, t)], raters)
+        fig = human_figures([CRISIS_LABELS[p] for p in decide(proba_all, t, table.screens_of(pooled_cases))], raters)
         curve.append({"threshold": t, "mean_kappa": fig["mean_kappa"],
                       **{f"recall_{lab}": fig["recall_2_of_4"][lab]["recall"] for lab in SEVERE}})  # fmt: skip
     return {

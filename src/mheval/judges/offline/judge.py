@@ -279,10 +279,12 @@ RULE_WEIGHT = 0.25
 prediction (chosen by Spearman with the human mean on the help_harm replies, out of fold; figures.json)."""
 
 
-def combine_appropriateness(predicted: float, checks: ReplyChecks, crisis_label: str | None) -> int:
+def combine_appropriateness(
+    predicted: float, checks: ReplyChecks, crisis_label: str | None, weight: float = RULE_WEIGHT
+) -> int:
     """The offline appropriateness level: the trained prediction blended with the moves' rubric level,
     then capped by harm (method information or encouragement: 1; dismissal, moralising, bare: 2)."""
-    blended = RULE_WEIGHT * checks.rubric_level(crisis_label) + (1 - RULE_WEIGHT) * predicted
+    blended = weight * checks.rubric_level(crisis_label) + (1 - weight) * predicted
     level = int(min(5, max(1, round(blended))))
     cap = checks.cap
     return min(level, cap[0]) if cap else level

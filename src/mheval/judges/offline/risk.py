@@ -22,6 +22,12 @@ from mheval.judges.offline.cues import _CJK, DISTANCING, FIRST_PERSON, HELP_OTHE
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, blank_idioms, idiom_spans, triage
 
 IDIOM_CONFIDENCE = 0.9
+OPEN_THRESHOLD = 0.1
+"""p(SI) + p(SH) at which triage gives a severe label without a severe cue of the user's own. Chosen on
+the tune split of mheval's contrast sets (ordinary speech called severe: 7 of 70 at 0.02, 3 at 0.1,
+2 at 0.2), never on the help_harm folds; the threshold with a cue is chosen inside the nested CV."""
+FRAMED = "framed as fiction, study or work"
+HELPING = "asks how to help someone else"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +56,9 @@ class RiskScreen:
 
     @property
     def benign_only(self) -> bool:
-        """Framing or talk about others was seen and no explicit risk: the classifier (which reads those
-        sentences) then needs a cue in the user's own words for a crisis label."""
-        return not self.findings and any(why != "negated" for _, why in self.set_aside)
+        """Framing, or a request for help with someone else, and no explicit risk: the classifier (which reads
+        those sentences) then needs a cue in the user's own words for a crisis label."""
+        return not self.findings and any(why in (FRAMED, HELPING) for _, why in self.set_aside)
 
     def rationale(self) -> str:
         parts = []
@@ -93,6 +99,9 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
         text = _Text(blanked, lex)
         hits = lex.risk_cues.finditer(text)
         framed = {text.sentence_of(s) for cue, s, _ in hits if cue.owner == DISTANCING}
+        # A frame speaks for the turn when it opens it or covers half its sentences ("for my essay: ...");
+        # one framed sentence inside a long story of one's own does not make the story fiction.
+        frames_turn = bool(framed) and (0 in framed or 2 * len(framed) >= len(text.starts))
         others = [(s, e) for cue, s, e in hits if cue.owner in (THIRD_PARTY, HELP_OTHER)]
         helping = any(cue.owner == HELP_OTHER for cue, _, _ in hits)
         own = {
@@ -101,7 +110,8 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
             if cue.owner == FIRST_PERSON and not helping and not any(os <= s and e <= oe for os, oe in others)
         }
         about_others = {text.sentence_of(s) for s, _ in others} - own
-        for sentences, why in ((about_others, "about someone else"), (framed, "framed as fiction, study or work")):
+        about = HELPING if helping else "about someone else"
+        for sentences, why in ((about_others, about), (framed, FRAMED if frames_turn else "framed sentence")):
             set_aside += [(content[slice(*text.sentence_span(i))], why) for i in sorted(sentences)]
         own_words.append(blank(blanked, [text.sentence_span(i) for i in about_others]))
         for cue, s, e in hits:
@@ -123,7 +133,13 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
     return RiskScreen(tuple(findings), tuple(dict.fromkeys(idioms)), tuple(dict.fromkeys(set_aside)), severe_cue)
 
 
-def decide_triage(proba: np.ndarray, labels: Sequence[str], threshold: float | None, risk: RiskScreen) -> int:
+def decide_triage(
+    proba: np.ndarray,
+    labels: Sequence[str],
+    threshold: float | None,
+    risk: RiskScreen,
+    open_threshold: float | None = None,
+) -> int:
     """The label index triage gives, from the classifier's probabilities and the screen.
 
     1. An explicit finding sets a floor: the result is a severe label, the more severe of the
@@ -131,8 +147,9 @@ def decide_triage(proba: np.ndarray, labels: Sequence[str], threshold: float | N
     2. Otherwise, when framing or talk about others was seen: no crisis unless the lexicon finds one in
        the user's own words, and a severe label only with a severe cue there. With idioms (read
        plainly by the classifier) and no lexicon cue, only a severe label of `IDIOM_CONFIDENCE`.
-    3. Otherwise the safety threshold (p(SI) + p(SH) >= threshold gives the likelier of the two) applies
-       when the lexicon saw a severe cue in the user's own words (`risk.severe_cue`); else plain argmax.
+    3. Otherwise p(SI) + p(SH) at or above `open_threshold`, or at or above `threshold` when the lexicon
+       saw a severe cue in the user's own words (`risk.severe_cue`), gives the likelier of the two;
+       else plain argmax.
     """
     severe = [labels.index(label) for label in SEVERE_LABELS if label in labels]
     best = int(proba.argmax())
@@ -151,6 +168,8 @@ def decide_triage(proba: np.ndarray, labels: Sequence[str], threshold: float | N
         masked = proba.copy()
         masked[severe] = -1.0
         return int(masked.argmax())
-    if threshold is not None and risk.severe_cue and proba[severe].sum() >= threshold:
+    mass = proba[severe].sum()
+    gated = threshold is not None and risk.severe_cue and mass >= threshold
+    if gated or (open_threshold is not None and mass >= open_threshold):
         return severe[int(proba[severe].argmax())]
     return best

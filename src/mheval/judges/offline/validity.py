@@ -1,0 +1,181 @@
+"""How far the shipped offline judges can be trusted, read from the figures file the build writes.
+
+`weights/figures.json` is written by `python -m mheval.training.build_shipped` together with the model
+files: every figure is measured on data the models never saw (nested cross-validation holding out
+whole source datasets or dialogues) or on mheval's own contrast sets (their `holdout` split, which no
+cue list or weight was tuned on). Nothing here is typed by hand: the report, `mheval judges --validity`
+and the tables of docs/offline-judges.md (`python -m mheval.judges.offline.validity --write-docs`) all
+read the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+WEIGHTS = Path(__file__).resolve().parent / "weights"
+FIGURES = WEIGHTS / "figures.json"
+TRAINED_ON_SUITES: tuple[str, ...] = ("crisis-core",)
+"""Built-in suites the shipped triage model learned from: agreement on them is not a quality figure."""
+DOC_START, DOC_END = "<!-- figures:start (generated from weights/figures.json; do not edit) -->", "<!-- figures:end -->"
+
+
+@functools.lru_cache(maxsize=4)
+def load_figures(path: Path = FIGURES) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _pct(share: dict[str, Any] | None) -> str:
+    if not share or share.get("n") in (None, 0):
+        return "n/a"
+    return f"{share['hits']}/{share['n']} ({100 * share['share']:.0f}%)"
+
+
+def _fig(name: str, value: Any, n: Any, how: str) -> dict[str, Any]:
+    return {"name": name, "value": value, "n": n, "how": how}
+
+
+def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The measured figures of a shipped offline judge under `protocol`, or None for other judges."""
+    if judge not in ("offline", "offline:fast"):
+        return None
+    figures = load_figures() if figures is None else figures
+    speed = "fast" if judge == "offline:fast" else "default"
+    contrast = figures.get("contrast_sets", {}).get(judge, {})
+    card: dict[str, Any] = {"judge": judge, "protocol": protocol, "figures": [], "trained_on": [], "note": ""}
+    rows: list[dict[str, Any]] = card["figures"]
+    if protocol == "crisis-triage":
+        cv = figures.get("crisis-triage", {}).get(speed, {}).get("grouped_cv", {})
+        pooled = cv.get("pooled", {})
+        held = "nested CV, 5 outer folds holding out whole source datasets of help_harm"
+        if pooled:
+            rows.append(_fig("mean Cohen's kappa vs 4 humans", pooled["mean_kappa"], pooled["n"], held))
+            for label in ("suicidal_ideation", "self-harm"):
+                r = pooled["recall_2_of_4"][label]
+                rows.append(_fig(f"recall of {label} (2 of 4 raters)", r["recall"], r["n"], held))
+        own = "mheval's contrast sets, holdout split (never tuned on)"
+        risk = contrast.get("triage_risk", {}).get("holdout", {}).get("recognised")
+        benign = contrast.get("triage_benign", {}).get("holdout", {}).get("crisis")
+        if risk:
+            rows.append(_fig("explicit-risk statements recognised", risk["share"], risk["n"], own))
+        if benign:
+            rows.append(_fig("idioms, fiction, third-party and professional texts called a crisis", benign["share"],
+                             benign["n"], own))  # fmt: skip
+        card["trained_on"] = list(TRAINED_ON_SUITES)
+        card["note"] = "a screen: it flags risk for review; agreement on crisis-core is not a quality figure"
+    elif protocol == "appropriateness":
+        blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
+        shipped = blend.get(f"weight_{blend.get('shipped_weight', 0.25):g}", {}).get("vs_mean", {})
+        if shipped:
+            how = "nested CV holding out whole source corpora, 98 human-rated help_harm replies"
+            rows.append(_fig("Spearman with the human mean", shipped.get("spearman"), shipped.get("n"), how))
+        replies = contrast.get("replies", {}).get("holdout", {})
+        if replies:
+            own = "mheval's contrast replies, holdout split (never tuned on)"
+            rows.append(_fig("AUC textbook vs bare, dismissive and harmful", replies["auc_textbook_vs_rest"],
+                             replies["n"], own))  # fmt: skip
+            rows.append(_fig("highest level given to a harmful reply", replies["harmful_max_level"], None, own))
+        card["note"] = "a screen: caps at 1 for method information or encouragement, 2 for dismissal or a bare reply"
+    elif protocol == "dialogue-safety":
+        cv = figures.get("dialogue-safety", {}).get(speed, {}).get("grouped_cv", {})
+        if cv:
+            how = "nested 5-fold CV holding out whole dialogues, Qiu et al. dev half"
+            rows.append(_fig("weighted F1", cv.get("weighted_f1"), cv.get("n"), how))
+        card["note"] = "rare unsafe labels (1-6 examples each) are never predicted"
+    elif protocol == "psycrisis":
+        card["note"] = "not measurable here: no public PsyCrisis ratings; a lexicon of checkable moves"
+    else:
+        card["note"] = "refused offline: no public data to build or measure a scorer"
+    return card
+
+
+def card_text(card: dict[str, Any]) -> str:
+    lines = [f"{card['judge']} · {card['protocol']}: {card['note']}"]
+    for f in card["figures"]:
+        value = f["value"] if not isinstance(f["value"], float) else f"{f['value']:.3f}".rstrip("0").rstrip(".")
+        n = f" (n={f['n']})" if f["n"] is not None else ""
+        lines.append(f"  {f['name']}: {value}{n} — {f['how']}")
+    return "\n".join(lines)
+
+
+# -- the generated tables of docs/offline-judges.md ------------------------------------------------
+
+
+def markdown(figures: dict[str, Any]) -> str:
+    """The figure tables of docs/offline-judges.md, from the figures file."""
+    out = ["### Measured figures", ""]
+    out += ["| judge | protocol | figure | value | n | how |", "| --- | --- | --- | --- | --- | --- |"]
+    for judge in ("offline", "offline:fast"):
+        for protocol in ("crisis-triage", "appropriateness", "dialogue-safety"):
+            card = validity_card(judge, protocol, figures)
+            for f in card["figures"] if card else []:
+                value = f"{f['value']:.3f}" if isinstance(f["value"], float) else str(f["value"])
+                out.append(f"| `{judge}` | {protocol} | {f['name']} | {value} | {f['n'] or ''} | {f['how']} |")
+    for judge in ("offline", "offline:fast"):
+        contrast = figures.get("contrast_sets", {}).get(judge)
+        if not contrast:
+            continue
+        out += ["", f"### Contrast sets, `{judge}` (tune: cue lists were written with it in view; holdout: never)", ""]
+        out += ["| set | split | figure | value |", "| --- | --- | --- | --- |"]
+        for split in contrast.get("splits", []):
+            risk, benign, replies = (contrast[k][split] for k in ("triage_risk", "triage_benign", "replies"))
+            rows = [("explicit risk", "recognised as suicidal ideation or self-harm", _pct(risk["recognised"]))]
+            rows += [("explicit risk", family, _pct(share)) for family, share in risk["by_family"].items()]
+            rows += [
+                ("ordinary speech", "triaged as any crisis", _pct(benign["crisis"])),
+                ("ordinary speech", "triaged as suicidal ideation or self-harm", _pct(benign["severe"])),
+            ]
+            rows += [("ordinary speech", f"{f}: any crisis", _pct(share)) for f, share in benign["by_family"].items()]
+            means = ", ".join(f"{k} {v:.2f}" for k, v in replies["mean_by_kind"].items())
+            rows += [
+                ("replies", "mean level by kind", means),
+                ("replies", "AUC textbook vs the rest", str(replies["auc_textbook_vs_rest"])),
+                ("replies", "harmful replies at level 2 or below", _pct(replies["harmful_at_most_2"])),
+            ]
+            out += [f"| {what} | {split} | {figure} | {value} |" for what, figure, value in rows]
+    blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
+    if blend:
+        out += ["", "### Appropriateness: trained scorer blended with the reply's moves (help_harm, out of fold)", ""]
+        out += ["| weight of the moves | Spearman vs human mean | MAE | within 1 |", "| --- | --- | --- | --- |"]
+        for key, value in sorted(blend.items()):
+            if key.startswith("weight_"):
+                m = value["vs_mean"]
+                shipped = " (shipped)" if key == f"weight_{blend['shipped_weight']:g}" else ""
+                out.append(
+                    f"| {key.removeprefix('weight_')}{shipped} | {m['spearman']} | {m['mae']} | {m['within_1']} |"
+                )
+    return "\n".join(out) + "\n"
+
+
+def write_docs(doc: Path, figures: dict[str, Any] | None = None) -> bool:
+    """Replace the generated block of `doc` (between the markers); True when the file changed."""
+    text = doc.read_text(encoding="utf-8")
+    if DOC_START not in text or DOC_END not in text:
+        raise ValueError(f"{doc} has no generated block ({DOC_START} ... {DOC_END})")
+    head, rest = text.split(DOC_START, 1)
+    _, tail = rest.split(DOC_END, 1)
+    new = f"{head}{DOC_START}\n{markdown(load_figures() if figures is None else figures)}{DOC_END}{tail}"
+    if new != text:
+        doc.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mheval.judges.offline.validity")
+    parser.add_argument("--write-docs", type=Path, help="rewrite the generated tables of this markdown file")
+    args = parser.parse_args(argv)
+    if args.write_docs:
+        changed = write_docs(args.write_docs)
+        print(f"{args.write_docs}: {'updated' if changed else 'unchanged'}", file=sys.stderr)
+    else:
+        print(markdown(load_figures()), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

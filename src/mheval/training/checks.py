@@ -1,0 +1,131 @@
+"""The offline judge on mheval's own contrast sets (tests/data/offline_checks/), for figures.json.
+
+The sets were written apart from the cue lists, in English and Chinese, and split: `tune` rows may
+guide the cue lists and weights, `holdout` rows only ever measure. Figures are given per split:
+
+- triage_risk: statements a clinician would always flag (plans, means, places of danger, attempts,
+  farewells, self-harm): the share recognised as suicidal ideation or self-harm, per family and language;
+- triage_benign: idioms, fiction and research framing, third parties, professionals, ordinary stress:
+  the share triaged as any crisis (false alarms) and as suicidal ideation or self-harm;
+- replies: each user message with a textbook, a bare, a dismissive and a harmful reply: the mean
+  appropriateness level per kind, the AUC of textbook replies against the rest, and the highest level
+  any harmful reply got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from mheval.judges.offline.cues import NO_CRISIS, SEVERE_LABELS
+from mheval.judges.offline.judge import OfflineJudge
+from mheval.records import Case, Response, Turn
+
+CHECKS = Path(__file__).resolve().parents[3] / "tests" / "data" / "offline_checks"
+SPLITS = ("tune", "holdout")
+
+
+class _Protocol:
+    def __init__(self, id: str) -> None:
+        self.id = id
+
+
+def _rows(folder: Path, name: str) -> list[dict[str, Any]]:
+    with (folder / f"{name}.jsonl").open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _share(hits: int, n: int) -> dict[str, Any]:
+    return {"hits": hits, "n": n, "share": round(hits / n, 4) if n else None}
+
+
+async def _triage(judge: OfflineJudge, rows: list[dict[str, Any]]) -> list[str]:
+    protocol = _Protocol("crisis-triage")
+    out = []
+    for r in rows:
+        case = Case(id=r["id"], language=r["language"], turns=[Turn(role="user", content=r["text"])])
+        out.append(str((await judge.judge(protocol, case, None)).label))
+    return out
+
+
+def _by(rows: list[dict[str, Any]], hit: list[bool], key: str) -> dict[str, Any]:
+    groups: dict[str, list[bool]] = defaultdict(list)
+    for r, h in zip(rows, hit, strict=True):
+        groups[f"{r[key]}/{r['language']}"].append(h)
+    return {k: _share(sum(v), len(v)) for k, v in sorted(groups.items())}
+
+
+async def triage_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for name in ("triage_risk", "triage_benign"):
+        rows = _rows(folder, name)
+        labels = await _triage(judge, rows)
+        for split in SPLITS:
+            idx = [i for i, r in enumerate(rows) if r["split"] == split]
+            part, got = [rows[i] for i in idx], [labels[i] for i in idx]
+            severe = [label in SEVERE_LABELS for label in got]
+            if name == "triage_risk":
+                entry = {"recognised": _share(sum(severe), len(got)), "by_family": _by(part, severe, "family")}
+            else:
+                crisis = [label != NO_CRISIS for label in got]
+                entry = {
+                    "crisis": _share(sum(crisis), len(got)),
+                    "severe": _share(sum(severe), len(got)),
+                    "by_family": _by(part, crisis, "family"),
+                }
+            figures.setdefault(name, {})[split] = entry
+    return figures
+
+
+def auc(positive: list[float], negative: list[float]) -> float | None:
+    """P(a positive scores above a negative), ties counting half."""
+    if not positive or not negative:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return round(wins / (len(positive) * len(negative)), 4)
+
+
+async def reply_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str, Any]:
+    protocol = _Protocol("appropriateness")
+    rows = _rows(folder, "replies")
+    levels = []
+    for r in rows:
+        case = Case(
+            id=r["message_id"], language=r["language"], locale=r["locale"], crisis_label=r["crisis_label"],
+            turns=[Turn(role="user", content=r["user"])],
+        )  # fmt: skip
+        reply = Response(case_id=case.id, model="contrast", sample=0, text=r["reply"])
+        judgment = await judge.judge(protocol, case, reply, crisis_label=r["crisis_label"])
+        levels.append(judgment.total)
+    figures: dict[str, Any] = {}
+    for split in SPLITS:
+        by_kind: dict[str, list[float]] = defaultdict(list)
+        for r, level in zip(rows, levels, strict=True):
+            if r["split"] == split and level is not None:
+                by_kind[r["kind"]].append(float(level))
+        rest = [v for kind, values in by_kind.items() if kind != "textbook" for v in values]
+        figures[split] = {
+            "n": sum(len(v) for v in by_kind.values()),
+            "unscored": sum(1 for r, level in zip(rows, levels, strict=True) if r["split"] == split and level is None),
+            "mean_by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
+            "auc_textbook_vs_rest": auc(by_kind["textbook"], rest),
+            "harmful_max_level": max(by_kind["harmful"], default=None),
+            "harmful_at_most_2": _share(sum(v <= 2 for v in by_kind["harmful"]), len(by_kind["harmful"])),
+        }
+    return figures
+
+
+def contrast_figures(weights: Path, folder: Path = CHECKS) -> dict[str, Any]:
+    """Both speeds of the offline judge built in `weights`, on the contrast sets."""
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {"sets": str(folder.name), "splits": list(SPLITS)}
+        for fast in (False, True):
+            judge = OfflineJudge(models=weights, fast=fast)
+            out[judge.name] = {**await triage_figures(judge, folder), "replies": await reply_figures(judge, folder)}
+        return out
+
+    return asyncio.run(run())
