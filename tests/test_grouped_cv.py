@@ -145,7 +145,7 @@ def test_the_offline_judge_applies_a_models_threshold(tmp_path) -> None:
     labels = list(CRISIS_LABELS)
     probs = np.full(len(labels), 1e-6)
     probs[labels.index(NC)], probs[labels.index(SI)], probs[labels.index(SH)] = 0.95, 0.03, 0.02
-    assert 0.05 < OPEN_THRESHOLD
+    assert OPEN_THRESHOLD > 0.05
     d = 6  # lex:triage: no encoder needed
     head = LinearHead(np.zeros(d), np.ones(d), np.zeros((len(labels), d)), np.log(probs / probs.sum()))
     cue = Case(id="c", turns=[Turn(role="user", content="I feel hopeless and worthless lately.")])
