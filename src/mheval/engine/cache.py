@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from mheval.models.base import ChatModel, Completion, Message
+from mheval.models.base import ChatModel, Completion, Message, session_of
 from mheval.models.limits import json_of
 from mheval.records import Usage
 
@@ -76,13 +76,19 @@ class CallRecorder:
 class CachedModel:
     """A ChatModel that answers from the run store when the same call was made before."""
 
-    def __init__(self, model: ChatModel, store: CallCache) -> None:
+    def __init__(self, model: ChatModel, store: CallCache, owner: CachedModel | None = None) -> None:
         self.inner = model
         self.store = store
         self.name = model.name
         self.endpoint = model.endpoint
         self.hits = 0
         self.misses = 0
+        self._owner = owner  # a session's calls count on the target it belongs to
+
+    def session(self, key: str) -> CachedModel | None:
+        """The cached view of one conversation's session, when the model is a SessionTarget (models/base.py)."""
+        inner = session_of(self.inner, key)
+        return None if inner is None else CachedModel(inner, self.store, owner=self._owner or self)
 
     async def complete(
         self,
@@ -95,8 +101,9 @@ class CachedModel:
     ) -> Completion:
         key = call_key(self, messages, temperature, max_tokens, seed, json_schema)
         hit = self.store.cache_get(key)
+        counts = self._owner or self
         if hit is not None:
-            self.hits += 1
+            counts.hits += 1
             return Completion(
                 text=hit["text"],
                 usage=Usage(**hit["usage"]),
@@ -104,7 +111,7 @@ class CachedModel:
                 structured=hit["structured"],
                 finish_reason=hit.get("finish_reason"),
             )
-        self.misses += 1
+        counts.misses += 1
         completion = await self.inner.complete(
             messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
         )

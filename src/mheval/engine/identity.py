@@ -18,6 +18,7 @@ from typing import Any
 
 from mheval import __version__
 from mheval.config import RunConfig
+from mheval.models.targets import target_identity
 from mheval.records import Case, Response
 
 Inputs = dict[str, str]
@@ -59,8 +60,9 @@ def case_for_judging(case: Case) -> str:
 
 
 def target_params(model: str, sample: int, config: RunConfig) -> dict[str, Any]:
-    """What decides a target model's reply besides the conversation it is given."""
-    return {
+    """What decides a target model's reply besides the conversation it is given; for an application target
+    also its identity (a Python target's version, an HTTP target's file content: models/targets.py)."""
+    params = {
         "model": model,
         "sample": sample,
         "seed": config.seed + sample,
@@ -69,6 +71,10 @@ def target_params(model: str, sample: int, config: RunConfig) -> dict[str, Any]:
         "system_prompt": config.system_prompt,
         "max_reply_chars": config.max_reply_chars,
     }
+    app = target_identity(model)
+    if app is not None:
+        params["target"] = app
+    return params
 
 
 def generation_inputs(case: Case, model: str, sample: int, config: RunConfig) -> Inputs:

@@ -9,9 +9,13 @@ folder (same machine or a shared file system; otherwise Ray workers call again).
 chunks, two chunks in flight per worker, and each chunk is stored as soon as it comes back: a killed
 driver loses at most the chunks on the wire, which the same command does again.
 
+A worker that dies (its process, or its whole node) loses only the chunks it was doing: they go back in
+the queue for the workers left, so every unit is stored once; the run fails only when no worker is left
+(and then resumes where it stopped). Calls a lost chunk made may be made again.
+
 Models must be reachable from the workers: embedded `local/...` models need a URL here. mheval must be
-installed on every node (`pip install 'mheval[ray]'`). Without an address, a local Ray instance with
-this machine's CPUs is started and stopped with the run.
+installed on every node (`pip install 'mheval[ray]'`), and a `python:` target importable there. Without an
+address, a local Ray instance with this machine's CPUs is started and stopped with the run.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ def require_ray() -> Any:
     except ImportError:
         raise InputError("the Ray executor needs Ray: pip install 'mheval[ray]'", field="executor") from None
     return ray
+
+
+def _actor_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """What a call to a worker raises when the worker or its node is gone."""
+    found = (getattr(ray.exceptions, name, None) for name in ("RayActorError", "ActorUnavailableError"))
+    return tuple(e for e in found if isinstance(e, type))
 
 
 def _share(concurrency: int, workers: int) -> int:
@@ -110,6 +120,7 @@ class RayExecutor:
         self._ray: Any = None
         self._started = False
         self._actors: list[Any] = []
+        self._lost: set[int] = set()
 
     async def __aenter__(self) -> RayExecutor:
         ray = self._ray = require_ray()
@@ -129,9 +140,10 @@ class RayExecutor:
     ) -> None:
         ray = self._ray
         with contextlib.suppress(Exception):
-            await asyncio.gather(*(a.close.remote() for a in self._actors))
+            await asyncio.gather(*(a.close.remote() for a in self._actors), return_exceptions=True)
         for a in self._actors:
-            ray.kill(a)
+            with contextlib.suppress(Exception):  # one on a node that is gone
+                ray.kill(a)
         self._actors = []
         if self._started:
             ray.shutdown()
@@ -143,11 +155,27 @@ class RayExecutor:
         size = _share(self.config.concurrency, len(self._actors)) * 2
         chunks = [units[i : i + size] for i in range(0, len(units), size)]
         chunks.reverse()  # popped from the end: in order
+        left = len(chunks)  # chunks not yet stored (queued or in flight)
+        changed = asyncio.Event()  # a chunk was stored or came back from a lost worker
+        lost = _actor_errors(self._ray)
 
         async def feed(index: int) -> None:
-            while chunks:
+            nonlocal left
+            while left and index not in self._lost:
+                if not chunks:  # the rest is in flight: wait, in case a worker is lost and its chunk comes back
+                    changed.clear()
+                    await changed.wait()
+                    continue
                 chunk = chunks.pop()
-                results, calls, misses, hits = await self._actors[index].perform.remote(chunk)
+                try:
+                    results, calls, misses, hits = await self._actors[index].perform.remote(chunk)
+                except lost:
+                    chunks.append(chunk)  # to the workers left
+                    self._lost.add(index)
+                    changed.set()
+                    return
+                left -= 1
+                changed.set()
                 for key, value in calls:
                     self.store.cache_put(key, value)
                 seen = self._totals.get(index, (0, 0))
@@ -156,6 +184,15 @@ class RayExecutor:
                     on_result(record)
 
         await asyncio.gather(*(feed(i) for i in range(len(self._actors)) for _ in range(CHUNKS_IN_FLIGHT)))
+        if left:
+            raise RuntimeError(
+                f"every Ray worker was lost with {left} chunk(s) of units left: run the same command again to resume"
+            )
+
+    @property
+    def lost_workers(self) -> int:
+        """Workers lost during the run (their process or node died); their chunks went to the others."""
+        return len(self._lost)
 
     @property
     def model_calls(self) -> int:

@@ -43,16 +43,18 @@ from mheval.engine.identity import (
     judge_digest,
     judging_inputs,
 )
+from mheval.engine.outcome import run_problems
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels
-from mheval.models import open_models, parse_model_spec
+from mheval.models import check_app_spec, is_app_spec, open_models, parse_model_spec
 from mheval.models.base import ChatModel
 from mheval.models.context import RunContext
 from mheval.models.families import same_family
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
+from mheval.models.targets import ray_problem
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
 from mheval.records import Case, Response, Usage
@@ -67,16 +69,16 @@ T = TypeVar("T")
 class ProgressSink(Protocol):
     """Where the engine reports progress; the CLI passes a rich progress bar, tests pass nothing."""
 
-    def start(self, stage: str, total: int) -> None: ...
+    def start(self, stage: str, total: int | None) -> None: ...  # None: not known ahead (a run's turns)
 
-    def advance(self, stage: str, usage: Usage | None = None) -> None: ...
+    def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None: ...
 
 
 class _Silent:
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         pass
 
-    def advance(self, stage: str, usage: Usage | None = None) -> None:
+    def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None:
         pass
 
 
@@ -109,6 +111,8 @@ class RunResult:
     redone: dict[str, int] = field(default_factory=dict)
     # Responses and judgments that failed at the provider and are retried by running again.
     provider_errors: int = 0
+    # Why the finished run has nothing to read (engine/outcome.py): the command exits 3 for these too.
+    problems: list[str] = field(default_factory=list)
 
 
 def plan_run(
@@ -142,6 +146,9 @@ def plan_run(
     if scenarios and config.dialogue_mode == "adaptive" and config.simulator:
         needed.append(config.simulator)
     for text in needed:
+        if is_app_spec(text):
+            check_app_spec(text)  # a python: or http: target: imports, file and its ${ENV_VAR}s (InputError)
+            continue
         spec = parse_model_spec(text)  # raises InputError for an unknown provider
         if spec.is_local and spec.base_url is None:
             require_local_extra(spec.model)  # says how to install the embedded target when it is absent
@@ -236,6 +243,11 @@ def _check_ray(config: RunConfig, model_specs: list[str]) -> None:
     if config.batch:
         raise InputError("--batch and --executor ray do not go together: a batch job needs no workers", field="batch")
     for text in model_specs:
+        if is_app_spec(text):
+            problem = ray_problem(text)
+            if problem:
+                raise InputError(problem, field="executor")
+            continue
         spec = parse_model_spec(text)
         if spec.is_local and spec.base_url is None:
             raise InputError(
@@ -335,6 +347,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             seconds=time.perf_counter() - started,
             redone=dict(redone.counts),
             provider_errors=store.provider_errors(),
+            problems=run_problems(store, plan.stages, config.judges, {s.id for s in plan.scenarios}),
         )
 
 
@@ -465,13 +478,12 @@ async def _dialogues(
 
     mode = plan.config.dialogue_mode
     if "generate" in plan.stages and targets:
-        progress.start("conversations", len(plan.scenarios) * len(targets) * plan.config.samples)
         await conversations.play(
-            plan.scenarios, targets, bench, store, mode, bench.models[simulator[0]] if simulator else None
+            plan.scenarios, targets, bench, store, mode, bench.models[simulator[0]] if simulator else None, progress
         )
     if "judge" in plan.stages or "triage" in plan.stages:
-        await conversations.judge_turns(plan.scenarios, bench, store, plan.protocols, digests)
-        await conversations.judge_conversations(plan.scenarios, bench, store, digests)
+        await conversations.judge_turns(plan.scenarios, bench, store, plan.protocols, digests, progress)
+        await conversations.judge_conversations(plan.scenarios, bench, store, digests, progress)
 
 
 # -- stages ------------------------------------------------------------------------------------
@@ -545,7 +557,8 @@ async def _stage(
             store.put_response(record, units[(record.case_id, record.model, record.sample)][1])
         else:
             store.put_judgment(record, units[judgment_key(record)][1])
-        progress.advance(stage, record.usage)
+        failed = record.text is None if isinstance(record, Response) else record.status != "ok"
+        progress.advance(stage, record.usage, failed=failed)
 
     await executor.run([unit for unit, _ in units.values()], finished)
 

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from mheval.config import RunConfig
 from mheval.judges.base import Judge
-from mheval.models.base import BODY_CAP, ChatModel, ModelError
+from mheval.models.base import BODY_CAP, ChatModel, ModelError, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Judgment, Response
 
@@ -80,8 +80,11 @@ async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:
     if config.system_prompt:
         messages.insert(0, {"role": "system", "content": config.system_prompt})
     ids: dict[str, Any] = {"case_id": unit.case.id, "model": model.name, "sample": unit.sample}
+    # An application target gets a session per conversation; a single case is a conversation of its own
+    # (engine/conversations.py opens one per multi-turn conversation and passes it in as the model).
+    session = session_of(model, f"{unit.case.id}/{unit.sample}")
     try:
-        c = await model.complete(
+        c = await (session or model).complete(
             messages,
             temperature=config.temperature,
             max_tokens=config.max_tokens_for(unit.model),
@@ -89,6 +92,9 @@ async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:
         )
     except ModelError as exc:
         return Response(**ids, error=str(exc))
+    finally:
+        if session is not None:
+            await session.aclose()
     text, cap = c.text, config.max_reply_chars
     truncated = len(text) > cap or c.finish_reason == BODY_CAP
     return Response(**ids, text=text[:cap], usage=c.usage, latency_s=c.latency_s, truncated=truncated)

@@ -1,6 +1,7 @@
-"""Chat models: spec strings, the OpenAI-compatible client, and the embedded local target.
+"""Chat models: spec strings, the OpenAI-compatible client, the embedded local target, and application
+targets (`python:MODULE:FUNCTION`, `http:app.yaml`; models/targets.py).
 
-async with open_models(["openai/gpt-4o-mini", "local/smollm2"]) as models:
+async with open_models(["openai/gpt-4o-mini", "local/smollm2", "python:mybot:reply"]) as models:
     completion = await models[0].complete([{"role": "user", "content": "hello"}])
 """
 
@@ -10,12 +11,13 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from mheval.models.base import ChatModel, Completion, Message, ModelError
+from mheval.models.base import ChatModel, Completion, Message, ModelError, SessionTarget, session_of
 from mheval.models.context import RunContext
 from mheval.models.limits import RetryPolicy
 from mheval.models.local import DEFAULT_SLOTS, LocalServer
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.spec import PROVIDERS, ModelSpec, parse_model_spec
+from mheval.models.targets import check_app_spec, is_app_spec, open_app_target
 
 __all__ = [
     "PROVIDERS",
@@ -28,9 +30,14 @@ __all__ = [
     "ModelSpec",
     "OpenAICompatModel",
     "RunContext",
+    "SessionTarget",
+    "check_app_spec",
+    "is_app_spec",
     "make_model",
+    "open_app_target",
     "open_models",
     "parse_model_spec",
+    "session_of",
 ]
 
 # A llama.cpp server works on as many requests at once as it has slots; more in flight only queue up
@@ -107,14 +114,17 @@ async def open_models(
 ) -> AsyncIterator[list[ChatModel]]:
     """Models for `specs`, in the same order, sharing the run's `context` (budgets, prices). Starts one
     embedded server per local model without a URL, and on exit closes every session and stops those
-    servers (also on error or cancellation)."""
-    parsed = [_as_spec(s) for s in specs]
+    servers (also on error or cancellation). An application spec (`python:...`, `http:...`) opens its
+    target (models/targets.py), under the same concurrency, timeout and retry policy."""
+    parsed = [s if is_app_spec(s) else _as_spec(s) for s in specs]
     models: list[ChatModel] = []
     servers: dict[str, LocalServer] = {}
     async with contextlib.AsyncExitStack() as stack:
         for spec in parsed:
             model: ChatModel
-            if spec.is_local and spec.base_url is None:
+            if isinstance(spec, str):
+                model = open_app_target(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
+            elif spec.is_local and spec.base_url is None:
                 if spec.model not in servers:
                     server = LocalServer(spec.model)
                     await stack.enter_async_context(server)

@@ -51,3 +51,24 @@ class ChatModel(Protocol):
     ) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+class SessionTarget(Protocol):
+    """A target that keeps state per conversation (an application: models/python_target.py,
+    models/http_target.py). `session(key)` gives the ChatModel of one conversation (`key` names it: a case
+    and sample, or a scenario and sample); its `aclose()` ends that conversation (a class target's `close()`),
+    not the target. A session of a stateful target has its own `endpoint`, so the call cache keeps its answers
+    apart from other conversations' (an app whose state a cached answer skipped would drift from the transcript)."""
+
+    name: str
+    endpoint: str
+
+    def session(self, key: str) -> ChatModel | None: ...
+
+
+def session_of(model: object, key: str) -> ChatModel | None:
+    """The per-conversation ChatModel of `model` when it is a SessionTarget, else None (call `model` itself).
+    This is how the engine calls a target: one session per conversation (a single-turn case is a
+    conversation of one turn), `complete` for each turn, `aclose` at its end."""
+    opener = getattr(model, "session", None)
+    return opener(key) if callable(opener) else None

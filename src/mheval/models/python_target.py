@@ -1,0 +1,325 @@
+"""Python targets: a function or class of the user's, evaluated like a model (`python:MODULE:FUNCTION`).
+
+The spec is `python:MODULE:NAME[@VERSION]` or `python:path/to/file.py:NAME[@VERSION]`. NAME is a function
+(sync or async) or a class; it is given the conversation so far (a list of `{"role", "content"}`) and returns
+the reply's text, or a dict with `content` (and optional `usage`: prompt_tokens, completion_tokens, and any
+other keys, kept as the raw answer). A second argument, when the callable takes one, is a dict with
+`session_id`, `temperature`, `max_tokens` and `seed`. A class gets one instance per conversation (made with
+no arguments; its instances are called like the function) and its optional `close()` (sync or async) at the
+conversation's end.
+
+Identity (what resume and the call cache key on): the import path plus the version, from the spec's
+`@VERSION` or else the callable's `mheval_version` attribute. Changing the code without changing the
+version is the user's call: finished units and cached answers are kept.
+
+Failures: an exception becomes a failed reply whose error names its type and message (an unscored unit,
+never a crash of the run). It is retried, under the run's retry policy, when the exception has a truthy
+`retryable` attribute or is an instance of a class in the callable's `mheval_retry_on` tuple; a call that
+takes longer than the run's `timeout_s` counts as a (retried) timeout. Sync callables run on a thread pool as
+wide as the run's concurrency; a timed-out sync call cannot be stopped and finishes in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mheval.errors import InputError
+from mheval.models.base import Completion, Message, ModelError
+from mheval.models.limits import EndpointLimiter, RetryPolicy, TransientError, run_with_retry
+from mheval.records import Usage
+
+PREFIX = "python:"
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_MAX_MESSAGE = 300
+
+# Callables handed to `mheval.evaluate(models=[fn])`, by the spec they were given: found here first, so a
+# function defined in a notebook or inside another function works without being importable.
+_GIVEN: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class PythonSpec:
+    where: str  # a module name, or a path to a .py file
+    attr: str  # dotted name inside it
+    version: str | None
+
+    @property
+    def name(self) -> str:
+        """The target's name in the store: its import path (the version is identity, not name)."""
+        return f"{PREFIX}{self.where}:{self.attr}"
+
+    @property
+    def is_file(self) -> bool:
+        return self.where.endswith(".py") or "/" in self.where or "\\" in self.where
+
+
+def parse_python_spec(text: str) -> PythonSpec:
+    body = text.strip()[len(PREFIX) :]
+    version: str | None = None
+    head, at, tail = body.rpartition("@")
+    if at and tail and ":" not in tail and "/" not in tail:
+        body, version = head, tail.strip()
+    where, colon, attr = body.rpartition(":")
+    where, attr = where.strip(), attr.strip()
+    if not colon or not where or not _DOTTED.match(attr):
+        raise InputError(
+            f"python target {text!r} is not python:MODULE:FUNCTION or python:path/to/file.py:FUNCTION "
+            "(optionally @VERSION)",
+            field="model",
+        )
+    return PythonSpec(where, attr, version)
+
+
+def register(fn: Any) -> str:
+    """The spec of a callable given in Python (`evaluate(models=[fn])`), remembered for this process."""
+    if not callable(fn):
+        raise InputError(f"a target must be a spec string or a callable, not {type(fn).__name__}", field="models")
+    module = getattr(fn, "__module__", None) or "__main__"
+    qualname = str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
+    attr = ".".join(re.sub(r"[^A-Za-z0-9_]", "_", part) or "_" for part in qualname.split("."))
+    spec = f"{PREFIX}{module}:{attr}"
+    _GIVEN[spec] = fn
+    return spec
+
+
+def _load_file(path: str) -> Any:
+    file = Path(path)
+    if not file.is_file():
+        raise InputError("python target file not found", path=file, field="model")
+    resolved = file.resolve()
+    stat = resolved.stat()
+    name = "mheval_target_" + hashlib.sha256(f"{resolved}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise InputError("cannot load this file as Python", path=file, field="model")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise InputError(f"importing it raised {type(exc).__name__}: {exc}", path=file, field="model") from None
+    return module
+
+
+def load_callable(spec: PythonSpec) -> Any:
+    """The function or class a spec names; InputError when it cannot be imported or is not callable."""
+    given = _GIVEN.get(spec.name)
+    if given is not None:
+        return given
+    if spec.is_file:
+        module = _load_file(spec.where)
+    else:
+        try:
+            module = importlib.import_module(spec.where)
+        except Exception as exc:
+            raise InputError(
+                f"python target {spec.name!r}: cannot import {spec.where!r}: {type(exc).__name__}: {exc}",
+                field="model",
+            ) from None
+    obj: Any = module
+    for part in spec.attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise InputError(f"python target {spec.name!r}: {spec.where} has no {spec.attr!r}", field="model") from None
+    if not callable(obj):
+        raise InputError(f"python target {spec.name!r}: {spec.attr!r} is not a function or class", field="model")
+    return obj
+
+
+def importable(spec: PythonSpec) -> bool:
+    """Whether another process could load the target by its spec (not only this one's registry)."""
+    if spec.is_file:
+        return True
+    return spec.where != "__main__" and not any(part in ("_locals_", "_lambda_") for part in spec.attr.split("."))
+
+
+def identity(spec: PythonSpec, obj: Any) -> str:
+    """Import path and version: what decides the target's replies as far as mheval can know."""
+    version = spec.version or getattr(obj, "mheval_version", None)
+    return spec.name + (f"@{version}" if version not in (None, "") else "")
+
+
+def _takes_context(fn: Any) -> bool:
+    try:
+        inspect.signature(fn).bind([], {})
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): call it with the messages only
+        return False
+    return True
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+def _text(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text[:_MAX_MESSAGE] + ("..." if len(text) > _MAX_MESSAGE else "")
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def completion_of(result: Any, latency: float) -> Completion:
+    """The Completion of what a target returned: text, or a dict with `content` (and optional `usage`)."""
+    if isinstance(result, str):
+        return Completion(text=result, latency_s=latency)
+    if isinstance(result, dict) and isinstance(result.get("content"), str):
+        given = result.get("usage")
+        usage: dict[str, Any] = given if isinstance(given, dict) else {}
+        return Completion(
+            text=result["content"],
+            usage=Usage(
+                prompt_tokens=_count(usage.get("prompt_tokens")),
+                completion_tokens=_count(usage.get("completion_tokens")),
+            ),
+            latency_s=latency,
+            raw=result,
+        )
+    raise ModelError("bad_response", f"the target returned {type(result).__name__}, not text or a dict with 'content'")
+
+
+class PythonTarget:
+    """A SessionTarget (models/base.py) over a user's function or class."""
+
+    def __init__(
+        self, text: str, *, concurrency: int = 16, timeout_s: float = 120.0, retry: RetryPolicy | None = None
+    ) -> None:
+        self.spec = parse_python_spec(text)
+        self.obj = load_callable(self.spec)
+        self.name = self.spec.name
+        self.endpoint = identity(self.spec, self.obj)
+        self.is_class = inspect.isclass(self.obj)
+        if self.is_class and not any("__call__" in vars(k) for k in self.obj.__mro__):
+            raise InputError(f"python target {self.name!r}: the class's instances must be callable (define __call__)",
+                             field="model")  # fmt: skip
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        retry_on = getattr(self.obj, "mheval_retry_on", ())
+        self.retry_on: tuple[type[BaseException], ...] = tuple(retry_on) if isinstance(retry_on, tuple | list) else ()
+        self.limiter = EndpointLimiter(concurrency)
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"PythonTarget({self.endpoint!r})"
+
+    def session(self, key: str) -> PythonSession:
+        return PythonSession(self, key)
+
+    async def complete(self, messages: list[Message], **params: Any) -> Completion:
+        """One call outside any conversation (a simulated user, a judge): a session of its own."""
+        session = self.session("")
+        try:
+            return await session.complete(messages, **params)
+        finally:
+            await session.aclose()
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="mheval-target")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    def failure(self, exc: BaseException) -> Exception:
+        """The retry loop's view of an exception the target raised."""
+        message = f"{type(exc).__name__}: {_text(exc)}"
+        if getattr(exc, "retryable", False) or isinstance(exc, self.retry_on):
+            return TransientError("exception", message)
+        return ModelError("exception", message)
+
+
+class PythonSession:
+    """One conversation with a Python target: a class target's own instance, made on the first turn."""
+
+    def __init__(self, target: PythonTarget, key: str) -> None:
+        self.target = target
+        self.key = key
+        self.name = target.name
+        # A class keeps state: its conversations' answers are cached apart (models/base.py, SessionTarget).
+        self.endpoint = f"{target.endpoint}#{key}" if target.is_class else target.endpoint
+        self._instance: Any = None
+
+    async def _callable(self) -> Any:
+        target = self.target
+        if not target.is_class:
+            return target.obj
+        if self._instance is None:
+            self._instance = await target.run_sync(target.obj)
+        return self._instance
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = 0.0,
+        max_tokens: int = 512,
+        seed: int | None = None,
+        json_schema: dict[str, Any] | None = None,
+    ) -> Completion:
+        target = self.target
+        context = {"session_id": self.key, "temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+
+        async def once() -> Completion:
+            try:
+                fn = await self._callable()
+                args: tuple[Any, ...] = ([dict(m) for m in messages],)
+                if _takes_context(fn):
+                    args += (dict(context),)
+                async with target.limiter:
+                    started = time.perf_counter()
+                    async with asyncio.timeout(target.timeout_s):
+                        if _is_async(fn):
+                            result = await fn(*args)
+                        else:
+                            result = await target.run_sync(fn, *args)
+                            if inspect.isawaitable(result):
+                                result = await result
+                    latency = time.perf_counter() - started
+            except TimeoutError:
+                raise TransientError("timeout", f"no answer within {target.timeout_s:g} s") from None
+            except (ModelError, TransientError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                raise target.failure(exc) from None
+            return completion_of(result, latency)
+
+        return await run_with_retry(once, target.retry)
+
+    async def aclose(self) -> None:
+        """End the conversation: a class instance's `close()`, if it has one (its failure is ignored)."""
+        instance, self._instance = self._instance, None
+        close = getattr(instance, "close", None)
+        if not callable(close):
+            return
+        try:
+            result = close() if inspect.iscoroutinefunction(close) else await self.target.run_sync(close)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # a failing close() must not fail the conversation it ends
+            return
