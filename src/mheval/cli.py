@@ -33,7 +33,8 @@ if not out.is_terminal:  # piped or in CI: wide enough that tables are not folde
     out = Console(width=200)
 err = Console(stderr=True)
 
-# Exit codes: 2 bad input (errors.InputError), 3 a finished run with units that failed at the provider.
+# Exit codes: 2 bad input (errors.InputError), 3 a finished run with units that failed at the provider, or
+# with nothing to read (every conversation failed in the simulator, or no unit could be judged).
 EXIT_PROVIDER_ERRORS = 3
 
 CONTENT_NOTE = (
@@ -71,7 +72,15 @@ ModeOpt = Annotated[
         "--mode", help="Multi-turn suites: replay (each beat's fixed words) or adaptive (the simulator writes them)."
     ),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="No progress: neither the bar on a terminal nor the plain lines printed every few seconds "
+        "elsewhere (MHEVAL_QUIET=1 does the same).",
+    ),
+]
 ExecutorOpt = Annotated[
     str | None,
     typer.Option("--executor", help="local (this process) or ray (a Ray cluster; pip install 'mheval[ray]')."),
@@ -136,14 +145,10 @@ def _config(config: Path | None, out_dir: Path | None, **flags: Any) -> Any:
 
 def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | None = None) -> None:
     from mheval.api import evaluate
+    from mheval.progress import progress_for
 
-    if not quiet and err.is_terminal:
-        from mheval.progress import RichProgress
-
-        with RichProgress(err) as progress:
-            result = evaluate(config=cfg, stages=stages, responses=responses, progress=progress)
-    else:
-        result = evaluate(config=cfg, stages=stages, responses=responses)
+    with progress_for(err, quiet) as progress:  # a bar on a terminal, plain lines elsewhere, or nothing
+        result = evaluate(config=cfg, stages=stages, responses=responses, progress=progress)
     counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
     err.print(
         f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
@@ -172,6 +177,8 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
             f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} (try `mheval report RUN`)",
             highlight=False,
         )
+    for problem in result.problems:  # nothing to read: every conversation failed, or nothing could be judged
+        err.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
     if result.provider_errors:
         err.print(
             f"{result.provider_errors} unit(s) failed at the provider and are not scored; run the same command "
@@ -179,6 +186,7 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
             highlight=False,
             markup=False,
         )
+    if result.provider_errors or result.problems:
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
 
@@ -368,10 +376,18 @@ def import_(
 
 
 @app.command()
-def summary(run_dir: Annotated[Path, typer.Argument(help="A run folder.")]) -> None:
+def summary(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
     """A protocol x model x judge table of a finished (or partial) run, then the headline numbers."""
-    from mheval.report.summary import summary_text
+    from mheval.report.summary import summary_data, summary_text
 
+    if format not in ("text", "json"):
+        raise InputError(f"unknown format {format!r}", field="format", choices=("text", "json"))
+    if format == "json":
+        print(json.dumps(summary_data(run_dir), indent=1, ensure_ascii=False, default=str))
+        return
     _print_summary(run_dir)
     print(summary_text(run_dir), end="")
 

@@ -1,8 +1,14 @@
-"""A rich progress bar for the engine's stages: rate, ETA, tokens and cost so far."""
+"""Progress of the engine's stages: a rich bar on a terminal (rate, ETA, tokens and cost so far), and
+plain lines every few seconds where stderr is not a terminal (CI, `| tee log`)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import time
+from collections.abc import Iterator
+from typing import IO
 
 from rich.console import Console
 from rich.progress import (
@@ -59,11 +65,11 @@ class RichProgress:
         self._refresh()
         self._bar.stop()
 
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         self._refresh()
         self._tasks[stage] = self._bar.add_task(stage, total=total, rate="", tokens="")
 
-    def advance(self, stage: str, usage: Usage | None = None) -> None:
+    def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None:
         if usage is not None:
             self._prompt += usage.prompt_tokens
             self._completion += usage.completion_tokens
@@ -81,3 +87,94 @@ class RichProgress:
             speed = self._bar.tasks[task_id].speed or 0.0
             self._bar.update(task_id, rate=f"{speed:.1f}/s", tokens=tokens)
         self._pending.clear()
+
+
+# A plain progress line at most this often (MHEVAL_PROGRESS_EVERY overrides it, in seconds).
+PLAIN_EVERY_S = 5.0
+
+
+class PlainProgress:
+    """Implements engine.runner.ProgressSink for a stderr that is not a terminal: one plain line per
+    stage every `every_s` seconds, and one when a stage ends, e.g.
+
+        progress: judge 120/400 (30%) · 11.8/s · 118 calls · 2 failed · 45,678 tokens · 10s
+
+    `calls` counts the units that used a model (tokens > 0; the offline judge and cache-free replays use
+    none), `failed` the units that came back failed or unscored. A stage with no known total (a multi-turn
+    run's turns) shows its count alone. Use as a context manager."""
+
+    def __init__(self, stream: IO[str], every_s: float = PLAIN_EVERY_S) -> None:
+        self._stream = stream
+        self._every = every_s
+        self._stages: dict[str, dict[str, float]] = {}
+        self._order: list[str] = []
+        self._tokens = 0
+        self._cost = 0.0
+        self._last = time.monotonic()
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for stage in self._order:  # stages whose end was not shown: no known total, or cut short
+            if not self._stages[stage].get("ended"):
+                self._line(stage)
+
+    def start(self, stage: str, total: int | None) -> None:
+        self._stages[stage] = {"total": -1 if total is None else total, "done": 0, "calls": 0, "failed": 0,
+                               "started": time.monotonic()}  # fmt: skip
+        if stage not in self._order:
+            self._order.append(stage)
+
+    def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None:
+        counts = self._stages.get(stage)
+        if counts is None:
+            self.start(stage, None)
+            counts = self._stages[stage]
+        counts["done"] += 1
+        counts["failed"] += int(failed)
+        if usage is not None:
+            used = usage.prompt_tokens + usage.completion_tokens
+            counts["calls"] += int(used > 0)
+            self._tokens += used
+            self._cost += usage.cost_usd
+        if counts["done"] == counts["total"]:  # the stage's last unit: its final line now
+            counts["ended"] = 1
+            self._line(stage)
+        now = time.monotonic()
+        if now - self._last >= self._every:
+            self._last = now
+            for name in self._order:
+                if not self._stages[name].get("ended"):
+                    self._line(name)
+
+    def _line(self, stage: str) -> None:
+        c = self._stages[stage]
+        elapsed = max(time.monotonic() - c["started"], 1e-9)
+        done, total = int(c["done"]), int(c["total"])
+        share = f"{done}" if total < 0 else f"{done}/{total}" + (f" ({100 * done / total:.0f}%)" if total else "")
+        cost = f" · ${self._cost:.4f}" if self._cost else ""
+        self._stream.write(
+            f"progress: {stage} {share} · {done / elapsed:.1f}/s · {int(c['calls'])} calls · "
+            f"{int(c['failed'])} failed · {self._tokens:,} tokens{cost} · {elapsed:.0f}s\n"
+        )
+        self._stream.flush()
+
+
+@contextlib.contextmanager
+def progress_for(console: Console, quiet: bool = False) -> Iterator[RichProgress | PlainProgress | None]:
+    """The progress a command shows on `console` (stderr): a rich bar on a terminal, a plain line every
+    MHEVAL_PROGRESS_EVERY seconds (default 5) elsewhere, nothing with `quiet` or MHEVAL_QUIET set."""
+    if quiet or os.environ.get("MHEVAL_QUIET", "").strip() not in ("", "0"):
+        yield None
+    elif console.is_terminal:
+        with RichProgress(console) as bar:
+            yield bar
+    else:
+        every = os.environ.get("MHEVAL_PROGRESS_EVERY", "")
+        try:
+            seconds = float(every) if every else PLAIN_EVERY_S
+        except ValueError:
+            seconds = PLAIN_EVERY_S
+        with PlainProgress(console.file or sys.stderr, seconds) as lines:
+            yield lines

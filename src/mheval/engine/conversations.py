@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mheval.analysis.truth import scenario_truth
 from mheval.config import RunConfig
@@ -33,6 +33,9 @@ from mheval.models.base import ChatModel
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
 from mheval.runfolder.store import Store
+
+if TYPE_CHECKING:
+    from mheval.engine.runner import ProgressSink
 
 # A reply shorter than this (after trimming) ends the conversation as abandoned by the target.
 ABANDON_CHARS = 2
@@ -81,9 +84,10 @@ def turn_case(scenario: Scenario, exchanges: list[Exchange], turn: int) -> Case:
 
 async def play(
     scenarios: list[Scenario], targets: list[str], bench: Workbench, store: Store, mode: str,
-    simulator: ChatModel | None,
+    simulator: ChatModel | None, progress: ProgressSink | None = None,
 ) -> Played:  # fmt: skip
-    """Play every conversation to its end (or resume it), `config.concurrency` conversations at a time."""
+    """Play every conversation to its end (or resume it), `config.concurrency` conversations at a time;
+    `progress` hears of each conversation and each turn as it finishes."""
     config = bench.config
     done = {key: inputs for key, inputs in store.conversation_inputs().items()}
     finished = {(c.scenario_id, c.model, c.sample): c for c in store.conversations()}
@@ -102,11 +106,16 @@ async def play(
                     played.replayed += 1
                 work.append((scenario, target, sample, base))
     limit = asyncio.Semaphore(max(1, config.concurrency))
+    if progress is not None:
+        progress.start("conversations", len(work))
+        progress.start("turns", None)  # how many turns a conversation takes is known only at its end
 
     async def one(item: tuple[Scenario, str, int, Inputs]) -> None:
         async with limit:
-            played.exchanges += await _converse(*item, bench, store, mode, simulator)
+            played.exchanges += await _converse(*item, bench, store, mode, simulator, progress)
             played.conversations += 1
+        if progress is not None:
+            progress.advance("conversations")
 
     await asyncio.gather(*(one(item) for item in work))
     return played
@@ -114,7 +123,7 @@ async def play(
 
 async def _converse(
     scenario: Scenario, target: str, sample: int, base: Inputs, bench: Workbench, store: Store, mode: str,
-    simulator: ChatModel | None,
+    simulator: ChatModel | None, progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
     """Play one conversation from its last valid stored exchange; returns the exchanges made now."""
     name = bench.models[target].name
@@ -154,6 +163,8 @@ async def _converse(
         store.put_exchange(exchange, _exchange_inputs(base, history))
         history.append(exchange)
         made += 1
+        if progress is not None:
+            progress.advance("turns", exchange.usage)
         if said.ended:
             end = ("script_done" if mode == "replay" else "simulator_ended", None, None)
         else:
@@ -217,14 +228,16 @@ def _valid_history(store: Store, scenario: Scenario, model: str, sample: int, ba
 
 async def judge_turns(
     scenarios: list[Scenario], bench: Workbench, store: Store, protocols: list[ProtocolSpec],
-    judge_digests: Mapping[str, str],
+    judge_digests: Mapping[str, str], progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
     """Each user turn triaged and each reply judged in its context, under the single-turn protocols.
     Triage goes first: appropriateness takes its rubric row from the turn's triage verdict."""
     made = 0
     for stage in ([p for p in protocols if p.target == "case"], [p for p in protocols if p.target != "case"]):
         todo = _turn_units(scenarios, bench, store, stage, judge_digests)
-        await _perform_all(todo, bench, store)
+        if progress is not None and todo:
+            progress.start("judge" if stage[0].target != "case" else "triage", len(todo))
+        await _perform_all(todo, bench, store, progress)
         made += len(todo)
     return made
 
@@ -260,7 +273,9 @@ def _turn_units(
     return todo
 
 
-async def _perform_all(todo: list[tuple[Unit, tuple[Any, ...], Inputs]], bench: Workbench, store: Store) -> None:
+async def _perform_all(
+    todo: list[tuple[Unit, tuple[Any, ...], Inputs]], bench: Workbench, store: Store, progress: ProgressSink | None
+) -> None:
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 
     async def one(unit: Unit, key: tuple[Any, ...], inputs: Inputs) -> None:
@@ -270,6 +285,9 @@ async def _perform_all(todo: list[tuple[Unit, tuple[Any, ...], Inputs]], bench: 
         # Triage of a user turn depends on the conversation, so it is keyed by the conversation too.
         record = record.model_copy(update={"case_id": key[0], "model": key[1], "sample": key[2]})
         store.put_judgment(record, inputs)
+        if progress is not None:
+            progress.advance("triage" if isinstance(unit, TriageUnit) else "judge", record.usage,
+                             failed=record.status != "ok")  # fmt: skip
 
     await asyncio.gather(*(one(*item) for item in todo))
 
@@ -291,6 +309,7 @@ def _scored_conversations(store: Store, scenarios: Mapping[str, Scenario]) -> di
 
 async def judge_conversations(
     scenarios: list[Scenario], bench: Workbench, store: Store, judge_digests: Mapping[str, str],
+    progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
     """The whole-conversation flow protocol and the scenario's expectations over each scored conversation,
     by each judge (one verdict of each per conversation and judge, keyed like any other unit)."""
@@ -337,6 +356,10 @@ async def judge_conversations(
                     model=model, sample=sample, config=bench.config,
                 )  # fmt: skip
         store.put_judgment(verdict, inputs)
+        if progress is not None:
+            progress.advance("flow", verdict.usage, failed=verdict.status != "ok")
 
+    if progress is not None and todo:
+        progress.start("flow", len(todo))  # each conversation judged whole (flow, expectations)
     await asyncio.gather(*(one(*item) for item in todo))
     return len(todo)

@@ -153,36 +153,47 @@ def injection_note(run: RunData) -> str | None:
 
 
 def facts(run: RunData) -> dict[str, Any]:
-    """Headline facts of the run for the header and the terminal summary."""
-    languages = Counter(c.language for c in run.cases.values())
+    """Headline facts of the run for the header and the terminal summary. A multi-turn run counts its
+    conversations and turns (exchanges), and its per-turn and whole-conversation judgments, models, judges,
+    protocols and tokens with the rest."""
+    d = run.dialogue
+    languages: Counter[str] = Counter(str(c.language) for c in run.cases.values())
+    languages.update(d.languages[c.scenario_id] for c in d.conversations if c.scenario_id in d.languages)
     turns = Counter("multi-turn" if len(c.turns) > 1 else "single-turn" for c in run.cases.values())
+    judgments = [*run.judgments, *d.judgments]
     tokens: defaultdict[str, int] = defaultdict(int)
     cost = 0.0
-    for usage in [*(r.usage for r in run.responses), *(j.usage for j in run.judgments)]:
+    for usage in [*(r.usage for r in run.responses), *(e.usage for e in d.exchanges), *(j.usage for j in judgments)]:
         tokens["prompt"] += usage.prompt_tokens
         tokens["completion"] += usage.completion_tokens
         cost += usage.cost_usd
-    unscored = sum(1 for j in run.judgments if j.status != "ok")
+    from mheval.protocols.spec import BUILTIN_ORDER
+
+    protocols = list(dict.fromkeys([*run.protocols, *(j.protocol for j in d.judgments)]))
+    order = {p: i for i, p in enumerate(BUILTIN_ORDER)}
     return {
         "run_dir": str(run.run_dir),
         "suite": run.suite,
         "cases": len(run.cases),
+        "conversations": len(d.conversations),
+        "exchanges": len(d.exchanges),
+        "failed_conversations": sum(1 for c in d.conversations if c.status != "ok"),
         "languages": dict(languages),
         "turns": dict(turns),
-        "models": run.models,
-        "judges": run.judges,
-        "protocols": run.protocols,
+        "models": list(dict.fromkeys([*run.models, *(c.model for c in d.conversations)])),
+        "judges": list(dict.fromkeys([*run.judges, *(j.judge for j in d.judgments)])),
+        "protocols": sorted(protocols, key=lambda p: (order.get(p, len(order)), p)),
         "samples": run.config.get("samples"),
-        "repeats": max([j.repeat + 1 for j in run.judgments], default=0),
+        "repeats": max([j.repeat + 1 for j in judgments], default=0),
         "responses": len(run.responses),
         "failed_responses": sum(1 for r in run.responses if r.text is None),
-        "judgments": len(run.judgments),
-        "unscored": unscored,
+        "judgments": len(judgments),
+        "unscored": sum(1 for j in judgments if j.status != "ok"),
         "prompt_tokens": tokens["prompt"],
         "completion_tokens": tokens["completion"],
         "cost_usd": cost,
-        "response_latency_s": sum(r.latency_s for r in run.responses),
-        "judge_latency_s": sum(j.latency_s for j in run.judgments),
+        "response_latency_s": sum(r.latency_s for r in run.responses) + sum(e.latency_s for e in d.exchanges),
+        "judge_latency_s": sum(j.latency_s for j in judgments),
         "category_note": run.category_note(),
     }
 

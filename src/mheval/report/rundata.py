@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mheval.records import CRISIS_LABELS, Case, Judgment, Response
+from mheval.records import CRISIS_LABELS, Case, Conversation, Exchange, Judgment, Response
 from mheval.runfolder.export import counted_judgments
 from mheval.runfolder.store import Store
 from mheval.yamlio import load_yaml
@@ -21,6 +21,16 @@ from mheval.yamlio import load_yaml
 TRIAGE = "crisis-triage"
 UNLABELLED = "unlabelled"
 CATEGORY_ORDER: tuple[str, ...] = (*CRISIS_LABELS, UNLABELLED)
+
+
+@dataclass
+class DialogueData:
+    """What a multi-turn run holds besides cases: for its counts (header, "The run", summary)."""
+
+    conversations: list[Conversation] = field(default_factory=list)
+    exchanges: list[Exchange] = field(default_factory=list)
+    judgments: list[Judgment] = field(default_factory=list)  # counted ones (per-turn and per-conversation)
+    languages: dict[str, str] = field(default_factory=dict)  # scenario id -> language
 
 
 @dataclass
@@ -38,6 +48,9 @@ class RunData:
     excluded: list[Judgment] = field(default_factory=list)
     category: dict[str, str] = field(default_factory=dict)
     category_source: dict[str, str] = field(default_factory=dict)  # "triage", "gold" or "none"
+    # A multi-turn run: its conversations and exchanges (turns), and the per-turn and whole-conversation
+    # judgments kept out of `judgments` (they have a section of their own); all empty for a single-turn run.
+    dialogue: DialogueData = field(default_factory=lambda: DialogueData())
 
     @property
     def models(self) -> list[str]:
@@ -89,6 +102,12 @@ def load_run(run_dir: str | Path) -> RunData:
         responses = store.responses()
         counted = counted_judgments(store)
         config = store.get_meta("config") or _config_file(run_dir)
+        dialogue = DialogueData(
+            store.conversations(),
+            store.exchanges(),
+            [j for j in counted.counted if _of_dialogue(j)],
+            {s.id: s.language for s in store.scenarios()},
+        )
     data = RunData(
         run_dir,
         config or {},
@@ -97,6 +116,7 @@ def load_run(run_dir: str | Path) -> RunData:
         single_turn(counted.counted),
         injection_policy=counted.policy,
         excluded=single_turn(counted.excluded),
+        dialogue=dialogue,
     )
     assign_categories(data)
     return data
@@ -105,13 +125,16 @@ def load_run(run_dir: str | Path) -> RunData:
 def single_turn(judgments: list[Judgment]) -> list[Judgment]:
     """The judgments of single-turn cases: a multi-turn run's per-turn and whole-conversation verdicts
     have a section of their own (report/multiturn.py) and are not counted as cases."""
+    return [j for j in judgments if not _of_dialogue(j)]
+
+
+def _of_dialogue(j: Judgment) -> bool:
+    """A judgment of one turn of a conversation, or of a whole conversation."""
     from mheval.analysis.expectations import EXPECTATIONS_ID
     from mheval.analysis.flow import FLOW_ID
     from mheval.dialogues.scenario import split_turn_case_id
 
-    return [
-        j for j in judgments if j.protocol not in (FLOW_ID, EXPECTATIONS_ID) and split_turn_case_id(j.case_id) is None
-    ]
+    return j.protocol in (FLOW_ID, EXPECTATIONS_ID) or split_turn_case_id(j.case_id) is not None
 
 
 def _config_file(run_dir: Path) -> dict[str, Any]:

@@ -159,6 +159,29 @@ def _injection_cells(r: dict[str, object], policy: str, judges: list[str]) -> li
     return [share, appr, psy]
 
 
+def run_units(fx: dict[str, Any]) -> str:
+    """What the run evaluated: its cases, or a multi-turn run's conversations and turns."""
+    if not fx["conversations"]:
+        return f"{fx['cases']} cases"
+    played = f"{fx['conversations']} conversations ({fx['failed_conversations']} unscored), {fx['exchanges']} turns"
+    return played + (f", {fx['cases']} cases" if fx["cases"] else "")
+
+
+def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> dict[str, Any]:
+    """`mheval summary --format json`: the run's facts (counts, models, judges, protocols, tokens, cost)
+    and the protocol x model x judge table, as plain JSON values."""
+    import json
+
+    from mheval.report.overview import facts
+    from mheval.report.tables import summary_frame
+    from mheval.runfolder.store import Store
+
+    t = tables or report_tables(run_dir)
+    with Store.open_existing(run_dir) as store:
+        table = summary_frame(store)
+    return {"run": facts(t.run), "table": json.loads(table.to_json(orient="records", force_ascii=False))}
+
+
 def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
     """The report's headline numbers as plain text (for `mheval summary`)."""
     t = tables or report_tables(run_dir)
@@ -170,7 +193,7 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
         f"mheval summary: {fx['run_dir']}",
         CONTENT_LINE,
         "",
-        f"suite {fx['suite']}: {fx['cases']} cases ({langs})",
+        f"suite {fx['suite']}: {run_units(fx)} ({langs})",
         f"models: {', '.join(fx['models']) or '-'} | judges: {', '.join(fx['judges']) or '-'} | "
         f"protocols: {', '.join(fx['protocols']) or '-'}",
         f"{fx['responses']} responses ({fx['failed_responses']} failed) | {fx['judgments']} judgments "
@@ -344,4 +367,12 @@ def comparison_text(frame: pd.DataFrame, fmt: str) -> str:
     return csv_text(frame)
 
 
-__all__ = ["comparison_text", "format_comparison", "headline_frame", "summary_text", "text_table"]
+__all__ = [
+    "comparison_text",
+    "format_comparison",
+    "headline_frame",
+    "run_units",
+    "summary_data",
+    "summary_text",
+    "text_table",
+]
