@@ -188,7 +188,7 @@ def test_messages_need_conversations(store, tmp_path):
     for table in ("cases", "responses", "judgments"):
         with pytest.raises(InputError, match="choose from: exchanges") as caught:
             export_table(store, table, "messages", target)
-        assert caught.value.field == "table" and list(MESSAGE_TABLES) == ["exchanges"]
+        assert caught.value.field == "table" and list(MESSAGE_TABLES) == ["exchanges", "conversations"]
     with Store.open(tmp_path / "single") as single:
         single.put_cases([Case(id="c1", turns=[Turn(role="user", content="hello")])])
         with pytest.raises(InputError, match="no multi-turn conversations"):
