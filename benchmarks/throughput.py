@@ -56,10 +56,10 @@ class StageClock:
         self.started: float | None = None
         self.last: float | None = None
 
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         self.started = time.perf_counter()
 
-    def advance(self, stage: str, usage: object = None) -> None:
+    def advance(self, stage: str, usage: object = None, *, failed: bool = False) -> None:
         self.last = time.perf_counter()
 
 
