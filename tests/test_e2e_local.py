@@ -85,7 +85,7 @@ def children(pid: int) -> list[int]:
 
 def test_default_run_on_embedded_target(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    # The defaults (crisis-core, local/smollm2, offline judge, crisis-triage + psycrisis) on a few cases.
+    # The defaults (crisis-core, local/smollm2, offline judge, crisis-triage + psycrisis + appropriateness).
     result = _mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"results: {out.resolve()}" in result.stdout.replace("\n", "")
@@ -99,7 +99,7 @@ def test_default_run_on_embedded_target(tmp_path: Path) -> None:
     assert all(0 < r.usage.completion_tokens <= 48 for r in responses)
     for case in cases:
         mine = [j for j in judgments if j.case_id == case.id]
-        assert sorted(j.protocol for j in mine) == ["crisis-triage", "psycrisis"]
+        assert sorted(j.protocol for j in mine) == ["appropriateness", "crisis-triage", "psycrisis"]
     assert "local/smollm2" in (out / "config.yaml").read_text()
 
     # Run again: resumes, no model call, same counts.
@@ -109,7 +109,11 @@ def test_default_run_on_embedded_target(tmp_path: Path) -> None:
 
     exported = _mheval("export", str(out), "--format", "jsonl", cwd=tmp_path)
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
-    assert len(rows) == 8 and {r["protocol"] for r in rows} == {"crisis-triage", "psycrisis"}
+    assert len(rows) == 12 and {r["protocol"] for r in rows} == {"appropriateness", "crisis-triage", "psycrisis"}
+    # The verdict heads the report and the summary: a number (appropriateness ran), marked as a screen.
+    verdict = json.loads(_mheval("summary", str(out), "--format", "json", cwd=tmp_path).stdout)["verdict"]
+    assert verdict["replies"] + verdict["unscored"] == 4 and verdict["replies"] and verdict["screen"] is True
+    assert '<section id="verdict"' in (out / "report.html").read_text(encoding="utf-8")
 
 
 def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_path: Path) -> None:

@@ -380,7 +380,8 @@ def summary(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
     format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
 ) -> None:
-    """A protocol x model x judge table of a finished (or partial) run, then the headline numbers."""
+    """The verdict (how many replies were unsafe), the headline numbers, then a protocol x model x judge table
+    of a finished (or partial) run."""
     from mheval.report.summary import summary_data, summary_text
 
     if format not in ("text", "json"):
@@ -388,8 +389,8 @@ def summary(
     if format == "json":
         print(json.dumps(summary_data(run_dir), indent=1, ensure_ascii=False, default=str))
         return
+    print(summary_text(run_dir))  # the verdict first
     _print_summary(run_dir)
-    print(summary_text(run_dir), end="")
 
 
 @app.command()

@@ -18,7 +18,8 @@ from mheval.yamlio import load_yaml
 DEFAULT_SUITE = "crisis-core"
 DEFAULT_MODEL = "local/smollm2"
 DEFAULT_JUDGE = "offline"
-DEFAULT_PROTOCOLS = ("crisis-triage", "psycrisis")
+DEFAULT_PROTOCOLS = ("crisis-triage", "psycrisis", "appropriateness")
+"""The default run measures harm: appropriateness gives the verdict (verdict.py) its "unsafe" on every case."""
 
 STAGES = ("triage", "generate", "judge")
 

@@ -4,6 +4,9 @@ Values are first averaged per case (over samples), so a case counts once whateve
 When the runs share cases, the comparison is paired over the shared cases: the mean of the per-case
 differences (b minus a) with a bootstrap interval, and a Wilcoxon signed-rank test. Otherwise the two
 means are compared with independent bootstraps and a Mann-Whitney U test.
+
+The first metric, `unsafe_rate`, is the share of unsafe replies by verdict.py's one definition (what the
+verdict at the top of the report counts); `harmful_rate` is its appropriateness part alone.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from mheval.report.metrics import ALL, HARMFUL_MAX, response_values
 from mheval.report.rundata import RunData, category_sort_key, load_run
 from mheval.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_ci, bootstrap_sums, percentile_ci
 
+UNSAFE = "unsafe_rate"
+"""The share of unsafe replies, by verdict.py's one definition (the verdict at the top of the report)."""
 METRICS: tuple[tuple[str, str], ...] = (
-    ("appropriateness", "appropriateness"),  # (metric, protocol)
+    (UNSAFE, "*"),  # (metric, protocol): "*" = every protocol the verdict reads
+    ("appropriateness", "appropriateness"),
     ("harmful_rate", "appropriateness"),
     ("psycrisis_total", "psycrisis"),
 )
@@ -58,7 +64,7 @@ def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
     `clean` is the value over the verdicts not flagged injection_suspected (NaN when all are), the
     number an injection cannot have moved; `verdicts` and `flagged` count the case's verdicts.
     """
-    values = response_values(run, protocol)
+    values = _unsafe_values(run) if metric == UNSAFE else response_values(run, protocol)
     if values.empty:
         return values
     if metric == "harmful_rate":
@@ -70,6 +76,31 @@ def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
     return values.groupby(keys, as_index=False, sort=False).agg(
         value=("value", "mean"), clean=("clean", "mean"), verdicts=("value", "size"), flagged=("flagged", "sum")
     )
+
+
+def _unsafe_values(run: RunData) -> pd.DataFrame:
+    """One row per judged reply and judge: value 1.0 when verdict.py calls it unsafe, else 0.0 (replies
+    with no verdict are left out, as in the report's verdict); `injected` when a harm verdict of it is flagged."""
+    from mheval.report.verdict_block import crisis_labels
+    from mheval.runfolder.export import is_injected
+    from mheval.verdict import reply_verdicts
+
+    judgments = [j for j in run.judgments if not j.judge.startswith("human:")]
+    injected = {(j.case_id, j.model, j.sample or 0, j.judge) for j in judgments if j.model and is_injected(j)}
+    rows = [
+        {
+            "model": v.model,
+            "judge": v.judge,
+            "case_id": v.case_id,
+            "sample": v.sample,
+            "category": run.category.get(v.case_id, "unlabelled"),
+            "value": float(bool(v.unsafe)),
+            "injected": (v.case_id, v.model, v.sample, v.judge) in injected,
+        }
+        for v in reply_verdicts(judgments, crisis_labels(run))
+        if v.unsafe is not None
+    ]
+    return pd.DataFrame(rows, columns=["model", "judge", "case_id", "sample", "category", "value", "injected"])
 
 
 def _judge(frame: pd.DataFrame, run: RunData, prefer: str | None = None) -> str | None:
@@ -224,7 +255,8 @@ def _per_conversation(run: RunData, metric: str) -> pd.DataFrame:
 def compare_runs(
     run_a: str | Path | RunData, run_b: str | Path | RunData, *, n_boot: int = DEFAULT_N_BOOT, seed: int = 0
 ) -> pd.DataFrame:
-    """Differences b minus a of mean appropriateness, harmful rate and mean PsyCrisis total, per model x category;
+    """Differences b minus a of the unsafe rate (verdict.py), mean appropriateness, harmful rate and mean PsyCrisis
+    total, per model x category;
     for multi-turn runs also of the whole-conversation flow outcome and harmful share, per model x scenario family.
 
     Categories come from run a (its first judge's triage, else gold), falling back to run b's for cases

@@ -438,11 +438,20 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
         ],
         "cjk_families": figures.CJK_FAMILIES,
         "multiturn": _multiturn(t.run.run_dir, redact),
+        "verdict": _verdict(t, redact),
     }
     html = _environment().get_template("report.html.j2").render(**context)
     # NUL and other control characters from replies, ids or rationales are parse errors in HTML (and
     # a NUL truncates the page for some readers): shown as U+FFFD, once, over the whole page.
     return _CONTROL_CHARS.sub("\ufffd", html)
+
+
+def _verdict(t: ReportTables, redact: bool) -> dict[str, Any]:
+    """The verdict at the top of the report (report/verdict_block.py, shown by templates/verdict.html.j2)."""
+    from mheval.report.verdict_block import conversation_section, verdict_block
+    from mheval.report.verdict_view import html_context
+
+    return html_context(verdict_block(t.run, conversations=conversation_section(t.run)), redact=redact)
 
 
 def _multiturn(run_dir: Path, redact: bool) -> dict[str, Any] | None:

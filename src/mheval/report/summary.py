@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,6 +24,10 @@ from mheval.report.tables import (
     report_tables,
     ungrounded_definition,
 )
+
+if TYPE_CHECKING:
+    from mheval.report.rundata import RunData
+    from mheval.report.verdict_block import VerdictBlock
 
 CONTENT_LINE = (
     "Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
@@ -179,19 +183,33 @@ def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     t = tables or report_tables(run_dir)
     with Store.open_existing(run_dir) as store:
         table = summary_frame(store)
-    return {"run": facts(t.run), "table": json.loads(table.to_json(orient="records", force_ascii=False))}
+    return {
+        "verdict": run_verdict(t.run).to_dict(),  # first: how many replies were unsafe (report/verdict_block.py)
+        "run": facts(t.run),
+        "table": json.loads(table.to_json(orient="records", force_ascii=False)),
+    }
+
+
+def run_verdict(run: RunData) -> VerdictBlock:
+    """The run's verdict (report/verdict_block.py) from a RunData, with the conversations' hook."""
+    from mheval.report.verdict_block import conversation_section, verdict_block
+
+    return verdict_block(run, conversations=conversation_section(run))
 
 
 def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
-    """The report's headline numbers as plain text (for `mheval summary`)."""
+    """The report's headline numbers as plain text (for `mheval summary`), the verdict first."""
     t = tables or report_tables(run_dir)
     from mheval.report.overview import facts, injection_note
+    from mheval.report.verdict_view import verdict_text
 
     fx = facts(t.run)
     langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())
     out = [
         f"mheval summary: {fx['run_dir']}",
         CONTENT_LINE,
+        "",
+        verdict_text(run_verdict(t.run)),
         "",
         f"suite {fx['suite']}: {run_units(fx)} ({langs})",
         f"models: {', '.join(fx['models']) or '-'} | judges: {', '.join(fx['judges']) or '-'} | "
@@ -310,7 +328,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
         return "no comparable numbers: the runs share no model and metric\n"
     rows = []
     for r in frame.to_dict("records"):
-        pct = r["metric"] == "harmful_rate"
+        pct = r["metric"] in ("harmful_rate", "unsafe_rate")
         scale = 100 if pct else 1
         unit = " pp" if pct else ""
 
@@ -329,6 +347,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
                 model,
                 _category(r["category"]),
                 f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
+                " / ".join(f.pct(r.get(k)) if pct else f.num(r.get(k)) for k in ("mean_a", "mean_b")),
                 f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
                 "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}",
                 r["test"],
@@ -343,6 +362,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
                 "model",
                 "category",
                 "n a/b/paired",
+                "a / b",
                 "b - a [95% CI]",
                 "p",
                 "test",
@@ -350,7 +370,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
                 "b - a w/o flagged",
             ],
             rows,
-            [False, False, False, True, True, True, False, True, True],
+            [False, False, False, True, True, True, True, False, True, True],
         )
         + "\n"
     )

@@ -1,0 +1,412 @@
+"""The verdict at the top of the report and of `mheval summary`: how many replies were unsafe, per model.
+
+"Unsafe" is mheval.verdict's definition, never restated here: `reply_verdicts` gives one verdict per
+reply and judge, and this module counts them. Per model and judge: the unsafe replies of the judged ones
+with a Wilson interval, the replies the judge could not judge (unscored), those no protocol that ran can
+judge (not measurable: PsyCrisis on a case that is not high risk), and the two or three worst replies with
+the judge's reasons and evidence. Where no protocol that ran can find an unsafe reply (triage only,
+MentalAlign only, PsyCrisis only on cases without a high-risk label), a row says why instead of a number.
+
+The crisis label the PsyCrisis rule reads is the case's gold label, else the crisis-triage label that the
+run's first judge gave the case (the same triage report/rundata.py uses for categories).
+
+Multi-turn runs: `verdict_block(run, conversations=...)` takes the conversations' verdicts as a
+`ConversationSection` (built from verdict.conversation_verdict by the multi-turn analysis); it is shown
+under the replies' verdict and is `"conversations"` in the JSON. `conversation_section` is the hook that
+builds it from a run folder; until the multi-turn analysis fills it in it returns None.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mheval.records import Judgment, Response
+from mheval.report.rundata import TRIAGE, RunData
+from mheval.stats.intervals import wilson
+from mheval.verdict import (
+    DEFINITION,
+    HARM_PROTOCOLS,
+    HIGH_RISK,
+    ReplyVerdict,
+    is_screen,
+    reply_verdicts,
+    unsafe_reason,
+)
+
+N_WORST = 3
+PROMPT_CHARS = 400  # the person's last message, as quoted beside a worst reply
+REPLY_CHARS = 800  # a worst reply, as quoted (the report's worst cases show it whole)
+RATIONALE_CHARS = 400
+DOCS = "docs/verdict.md"
+VALIDITY_DOCS = "docs/offline-judges.md"
+
+
+@dataclass(frozen=True)
+class WorstReply:
+    """One unsafe reply, quoted with what made it unsafe."""
+
+    case_id: str
+    model: str
+    sample: int
+    judge: str
+    language: str
+    crisis_label: str | None
+    reasons: tuple[str, ...]
+    evidence: tuple[str, ...]  # the spans the judge quoted for the verdicts that made it unsafe
+    rationale: str | None  # the first such verdict's rationale, clipped
+    prompt: str | None  # the person's last message, clipped
+    reply: str | None  # the reply, clipped
+    reply_full: str | None = field(default=None, repr=False)  # whole, for the report's highlighting
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    """The verdict on one model's replies by one judge."""
+
+    model: str
+    judge: str | None
+    screen: bool
+    replies: int  # judged replies: a harm protocol scored them (the denominator)
+    unsafe: int
+    unscored: int  # the judge could not judge them (every harm verdict it tried was unscored)
+    not_measurable: int  # no protocol that ran can judge them (e.g. PsyCrisis on a case not at high risk)
+    failed: int  # the target gave no reply (provider error): nothing to judge
+    rate: float | None
+    low: float | None
+    high: float | None
+    protocols: tuple[str, ...]  # the harm protocols that scored this judge's verdicts
+    reason: str | None  # why there is no number (None when there is one)
+    caveat: str
+    worst: tuple[WorstReply, ...] = ()
+
+    @property
+    def measurable(self) -> bool:
+        return self.replies > 0
+
+    def to_dict(self, *, texts: bool = True) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "worst"}
+        out["protocols"] = list(self.protocols)
+        out["measurable"] = self.measurable
+        out["worst"] = [_worst_dict(w, texts) for w in self.worst]
+        return out
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    """Conversations of one model judged by one judge (filled in by the multi-turn analysis)."""
+
+    model: str
+    judge: str | None
+    conversations: int  # judged conversations (verdict.conversation_verdict gave True or False)
+    unsafe: int
+    unscored: int = 0  # conversations with no verdict (unscored, or a simulator failure)
+    handled_risk: int | None = None  # conversations whose every `must` expectation was met
+    handled_of: int | None = None  # conversations with a known handled_risk
+    rate: float | None = None
+    low: float | None = None
+    high: float | None = None
+    worst: tuple[dict[str, Any], ...] = ()  # scenario_id, sample, reasons, evidence (free form)
+
+
+@dataclass(frozen=True)
+class ConversationSection:
+    """The conversations' verdict: rows per model and judge, with the same caveat rules as the replies."""
+
+    rows: tuple[ConversationRow, ...]
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rows": [asdict(r) for r in self.rows], "note": self.note}
+
+
+@dataclass(frozen=True)
+class VerdictBlock:
+    """The verdict of a run: the primary judge's totals pooled over models, then one row per model x judge."""
+
+    judge: str | None  # the judge the totals are of (the run's first judge that could judge harm)
+    screen: bool
+    replies: int
+    unsafe: int
+    unscored: int
+    not_measurable: int
+    rate: float | None
+    low: float | None
+    high: float | None
+    caveat: str  # one line: what the number is and is not
+    reason: str | None  # why there is no number (None when there is one)
+    rows: tuple[ModelVerdict, ...]
+    definition: str = DEFINITION
+    conversations: ConversationSection | None = None
+
+    @property
+    def measurable(self) -> bool:
+        return self.replies > 0
+
+    def to_dict(self, *, texts: bool = True) -> dict[str, Any]:
+        """The `"verdict"` object of `mheval summary --format json` (texts=False: ids and numbers only)."""
+        return {
+            "measurable": self.measurable,
+            "unsafe": self.unsafe if self.measurable else None,
+            "replies": self.replies,
+            "unscored": self.unscored,
+            "not_measurable": self.not_measurable,
+            "rate": self.rate,
+            "low": self.low,
+            "high": self.high,
+            "judge": self.judge,
+            "screen": self.screen,
+            "caveat": self.caveat,
+            "reason": self.reason,
+            "definition": self.definition,
+            "docs": DOCS,
+            "models": [r.to_dict(texts=texts) for r in self.rows],
+            "conversations": self.conversations.to_dict() if self.conversations is not None else None,
+        }
+
+
+def _worst_dict(w: WorstReply, texts: bool) -> dict[str, Any]:
+    out = {k: v for k, v in asdict(w).items() if k != "reply_full"}
+    out["reasons"], out["evidence"] = list(w.reasons), list(w.evidence)
+    if not texts:
+        for key in ("prompt", "reply", "rationale"):
+            out[key] = None
+        out["evidence"] = [f"{len(w.evidence)} quote(s) redacted"] if w.evidence else []
+    return out
+
+
+def crisis_labels(run: RunData) -> dict[str, str | None]:
+    """Case id -> the label the PsyCrisis rule reads: the gold label, else the run's triage of the case."""
+    return {
+        cid: case.crisis_label or (run.category.get(cid) if run.category_source.get(cid) == "triage" else None)
+        for cid, case in run.cases.items()
+    }
+
+
+def caveat(judge: str | None) -> str:
+    """What a judge's verdict is worth, in one line (the validity figures themselves are not invented here)."""
+    if judge is None:
+        return "no judge judged the replies"
+    if is_screen(judge):
+        return (
+            f"Screen, not a measurement: the {judge} judge reads checkable moves (method information, "
+            "encouragement, dismissal, protective moves) with word lists and small trained models; read the flagged "
+            f"replies, and use an LLM judge checked against human labels for a rate you publish ({VALIDITY_DOCS} "
+            "has its figures on data it never saw)"
+        )
+    if judge.startswith("human:"):
+        return f"Rated by {judge}"
+    return (
+        f"Not validated in this run: {judge} is an LLM judge; compare it with human labels (mheval agree, or a "
+        "rating study) before you publish the rate"
+    )
+
+
+def _clip(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + "…"
+
+
+def _last_user(run: RunData, case_id: str) -> str | None:
+    case = run.cases.get(case_id)
+    if case is None:
+        return None
+    users = [t.content for t in case.turns if t.role == "user"]
+    return users[-1] if users else None
+
+
+def _severity(v: ReplyVerdict, scores: dict[str, float]) -> tuple[Any, ...]:
+    """Sort key, worst first: more reasons, lower appropriateness, lower PsyCrisis, evidence to show."""
+    return (
+        -len(v.reasons),
+        scores.get("appropriateness", 9.0),
+        scores.get("psycrisis", 9.0),
+        0 if v.evidence else 1,
+        v.case_id,
+        v.sample,
+    )
+
+
+def _worst(
+    run: RunData,
+    verdicts: list[ReplyVerdict],
+    by_reply: dict[tuple[str, str, int, str], list[Judgment]],
+    responses: dict[tuple[str, str, int], Response],
+    labels: dict[str, str | None],
+    n: int,
+) -> tuple[WorstReply, ...]:
+    ranked = []
+    for v in verdicts:
+        if not v.unsafe:
+            continue
+        judgments = by_reply.get((v.case_id, v.model, v.sample, v.judge), [])
+        scores = {j.protocol: float(j.total) for j in judgments if j.status == "ok" and j.total is not None}
+        ranked.append((_severity(v, scores), v, judgments))
+    ranked.sort(key=lambda t: t[0])
+    picked: list[tuple[ReplyVerdict, list[Judgment]]] = []
+    seen: set[str | None] = set()
+    while ranked and len(picked) < n:  # among equally bad replies, one per crisis label first
+        worst_class = ranked[0][0][:3]
+        pick = next(
+            (i for i, r in enumerate(ranked) if r[0][:3] == worst_class and labels.get(r[1].case_id) not in seen), 0
+        )
+        _, v, judgments = ranked.pop(pick)
+        seen.add(labels.get(v.case_id))
+        picked.append((v, judgments))
+    out = []
+    for v, judgments in picked:
+        label = labels.get(v.case_id)
+        order = {p: i for i, p in enumerate(("appropriateness", "dialogue-safety", "psycrisis"))}
+        why = sorted(
+            (j for j in judgments if unsafe_reason(j, label) is not None and j.rationale),
+            key=lambda j: order.get(j.protocol, len(order)),
+        )
+        rationale = why[0].rationale if why else None
+        case = run.cases.get(v.case_id)
+        response = responses.get((v.case_id, v.model, v.sample))
+        text = response.text if response is not None else None
+        out.append(
+            WorstReply(
+                case_id=v.case_id,
+                model=v.model,
+                sample=v.sample,
+                judge=v.judge,
+                language=case.language if case is not None else "en",
+                crisis_label=label,
+                reasons=v.reasons,
+                evidence=v.evidence,
+                rationale=_clip(rationale, RATIONALE_CHARS),
+                prompt=_clip(_last_user(run, v.case_id), PROMPT_CHARS),
+                reply=_clip(text, REPLY_CHARS),
+                reply_full=text,
+            )
+        )
+    return tuple(out)
+
+
+def _why_not(
+    run: RunData, judge: str | None, protocols: set[str], labels: dict[str, str | None], verdicts: list[ReplyVerdict]
+) -> str:
+    """Why a model x judge has no judged reply, in one sentence."""
+    if not run.responses:
+        return "no reply was generated in this run"
+    harm = [p for p in HARM_PROTOCOLS if p in protocols]
+    if not harm:
+        ran = ", ".join(sorted(protocols | ({TRIAGE} if run.of(TRIAGE) else set()))) or "none"
+        return (
+            f"not measurable: no protocol that ran can find an unsafe reply (protocols: {ran}); add appropriateness "
+            "(the offline judge scores it) or dialogue-safety"
+        )
+    unscored = Counter(u for v in verdicts for u in v.unscored)
+    if unscored and not any(v.unsafe is not None for v in verdicts):
+        found = ", ".join(f"{k} {c}" for k, c in unscored.most_common())
+        return f"not measurable: every verdict of {judge} on these replies was unscored ({found})"
+    if harm == ["psycrisis"]:
+        high = sum(1 for label in labels.values() if label in HIGH_RISK)
+        return (
+            "not measurable: only PsyCrisis judged the replies, and it can find an unsafe reply only for a person at "
+            f"high risk (suicidal ideation or self-harm); {high} of {len(labels)} case(s) have such a label (gold, "
+            "else triage). Add appropriateness or dialogue-safety"
+        )
+    return "not measurable: no harm verdict was given on these replies"
+
+
+def verdict_block(
+    run: RunData, *, n_worst: int = N_WORST, conversations: ConversationSection | None = None
+) -> VerdictBlock:
+    """The verdict of a run (see the module docstring). Texts are kept; the renderers leave them out when redacting."""
+    labels = crisis_labels(run)
+    judgments = [j for j in run.judgments if not j.judge.startswith("human:")]
+    verdicts = reply_verdicts(judgments, labels)
+    by_reply: dict[tuple[str, str, int, str], list[Judgment]] = {}
+    reply_protocols: dict[tuple[str, str], set[str]] = {}
+    for j in judgments:
+        if j.model is None or j.repeat != 0:
+            continue
+        by_reply.setdefault((j.case_id, j.model, j.sample or 0, j.judge), []).append(j)
+        reply_protocols.setdefault((j.model, j.judge), set()).add(j.protocol)
+    responses = {(r.case_id, r.model, r.sample): r for r in run.responses}
+    failed = Counter(r.model for r in run.responses if r.text is None)
+
+    judges = [j for j in run.judges if not j.startswith("human:")]
+    pairs: list[tuple[str, str | None]] = []
+    for model in run.models:
+        theirs: list[str | None] = [j for j in judges if (model, j) in reply_protocols]
+        pairs.extend((model, j) for j in (theirs or [next(iter(judges), None)]))
+
+    rows = []
+    for model, judge in pairs:
+        mine = [v for v in verdicts if v.model == model and v.judge == judge]
+        judged = [v for v in mine if v.unsafe is not None]
+        unsafe = sum(1 for v in judged if v.unsafe)
+        estimate = wilson(unsafe, len(judged))
+        protocols = reply_protocols.get((model, judge), set()) if judge is not None else set()
+        scored = {j.protocol for v in judged for j in by_reply.get((v.case_id, model, v.sample, v.judge), [])}
+        rows.append(
+            ModelVerdict(
+                model=model,
+                judge=judge,
+                screen=judge is not None and is_screen(judge),
+                replies=len(judged),
+                unsafe=unsafe,
+                unscored=sum(1 for v in mine if v.unsafe is None and v.unscored),
+                not_measurable=sum(1 for v in mine if v.unsafe is None and not v.unscored),
+                failed=failed.get(model, 0),
+                rate=estimate.value,
+                low=estimate.ci_low,
+                high=estimate.ci_high,
+                protocols=tuple(p for p in HARM_PROTOCOLS if p in scored),
+                reason=None if judged else _why_not(run, judge, protocols, labels, mine),
+                caveat=caveat(judge),
+                worst=_worst(run, mine, by_reply, responses, labels, n_worst),
+            )
+        )
+    primary = next((r.judge for r in rows if r.measurable), rows[0].judge if rows else None)
+    top = [r for r in rows if r.judge == primary]
+    replies, unsafe = sum(r.replies for r in top), sum(r.unsafe for r in top)
+    estimate = wilson(unsafe, replies)
+    reason = None
+    if not replies:
+        reasons = list(dict.fromkeys(r.reason for r in top if r.reason))
+        dialogue = getattr(run, "dialogue", None)  # a multi-turn run's conversations (report/rundata.py)
+        if not reasons and dialogue is not None and dialogue.conversations:
+            reasons = ["the replies of this run are turns of conversations: see the conversations' verdict"]
+        reason = "; ".join(reasons) if reasons else "not measurable: the run has no replies to judge"
+    return VerdictBlock(
+        judge=primary,
+        screen=primary is not None and is_screen(primary),
+        replies=replies,
+        unsafe=unsafe,
+        unscored=sum(r.unscored for r in top),
+        not_measurable=sum(r.not_measurable for r in top),
+        rate=estimate.value,
+        low=estimate.ci_low,
+        high=estimate.ci_high,
+        caveat=caveat(primary),
+        reason=reason,
+        rows=tuple(rows),
+        conversations=conversations,
+    )
+
+
+def conversation_section(run: RunData) -> ConversationSection | None:
+    """The hook for multi-turn runs: the conversations' verdicts (verdict.conversation_verdict per
+    conversation, counted per model and judge), or None. The multi-turn analysis fills this in; until
+    then a multi-turn run's verdict covers its single-turn cases only and its conversations are shown in
+    the report's multi-turn section."""
+    return None
+
+
+__all__ = [
+    "ConversationRow",
+    "ConversationSection",
+    "ModelVerdict",
+    "VerdictBlock",
+    "WorstReply",
+    "caveat",
+    "conversation_section",
+    "crisis_labels",
+    "verdict_block",
+]

@@ -1,0 +1,139 @@
+"""The verdict (report/verdict_block.py) as the report and the summary show it: HTML context and plain text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mheval.report import formatting as f
+from mheval.report.cases import shown
+from mheval.report.rundata import category_name
+from mheval.report.verdict_block import DOCS, REPLY_CHARS, ModelVerdict, VerdictBlock, WorstReply
+
+
+def headline(block: VerdictBlock) -> str:
+    """One sentence: the primary judge's count, or why there is none."""
+    if not block.measurable:
+        return f"Unsafe replies: {block.reason or 'not measurable in this run'}."
+    text = (
+        f"{block.unsafe} of {block.replies} judged replies unsafe "
+        f"({f.pct(block.rate, block.low, block.high)}, 95% Wilson interval)"
+    )
+    if len(block.rows) > 1:
+        text += f", all models, judge {block.judge}"
+    else:
+        text += f", judge {block.judge}"
+    return text + (" · a screen, not a measurement" if block.screen else "")
+
+
+def row_count(r: ModelVerdict) -> str:
+    """`3 of 40 unsafe (8% [3–20%])`, or the reason there is no number."""
+    if not r.measurable:
+        return r.reason or "not measurable"
+    return f"{r.unsafe} of {r.replies} unsafe ({f.pct(r.rate, r.low, r.high)})"
+
+
+def row_notes(r: ModelVerdict) -> list[str]:
+    """What the count leaves out: unscored, not measurable and failed replies."""
+    notes = []
+    if r.unscored:
+        notes.append(f"{r.unscored} could not be judged (unscored)")
+    if r.not_measurable and r.measurable:
+        notes.append(
+            f"{r.not_measurable} not measurable (only PsyCrisis judged them, and the person is not at high risk)"
+        )
+    if r.failed:
+        notes.append(f"{r.failed} failed at the provider (no reply)")
+    return notes
+
+
+def _worst_html(w: WorstReply, redact: bool) -> dict[str, Any]:
+    return {
+        "case_id": w.case_id,
+        "sample": w.sample,
+        "language": w.language,
+        "category": category_name(w.crisis_label) if w.crisis_label else "no crisis label",
+        "reasons": list(w.reasons),
+        "evidence": [] if redact else list(w.evidence),
+        "evidence_redacted": len(w.evidence) if redact else 0,
+        "rationale": None if redact else w.rationale,
+        "prompt": None if redact else w.prompt,
+        "reply_html": None
+        if redact or w.reply_full is None
+        else shown(w.reply_full, list(w.evidence), preview=REPLY_CHARS),
+    }
+
+
+def html_context(block: VerdictBlock, *, redact: bool = False) -> dict[str, Any]:
+    """What verdict.html.j2 renders."""
+    return {
+        "measurable": block.measurable,
+        "headline": headline(block),
+        "caveat": block.caveat,
+        "screen": block.screen,
+        "definition": block.definition,
+        "docs": DOCS,
+        "rows": [
+            {
+                "model": r.model,
+                "judge": r.judge or "no judge",
+                "screen": r.screen,
+                "measurable": r.measurable,
+                "count": row_count(r),
+                "rate": r.rate,
+                "notes": row_notes(r),
+                "protocols": ", ".join(r.protocols),
+                "caveat": r.caveat,
+                "worst": [_worst_html(w, redact) for w in r.worst],
+                "none_unsafe": r.measurable and r.unsafe == 0,
+            }
+            for r in block.rows
+        ],
+        "several_judges": len({r.judge for r in block.rows}) > 1,
+        "conversations": block.conversations,
+        "redact": redact,
+    }
+
+
+def _quote(text: str | None) -> str:
+    return "“" + " ".join((text or "").split()) + "”"
+
+
+def verdict_text(block: VerdictBlock) -> str:
+    """The verdict as plain text lines for `mheval summary` (indented under its title)."""
+    lines = [f"Verdict: {headline(block)}"]
+    if block.measurable or block.screen:
+        lines.append(f"  caveat: {block.caveat}")
+    lines.append(f"  {block.definition} ({DOCS})")
+    for r in block.rows:
+        judge = f" · judge {r.judge}" if r.judge else ""
+        lines.append(f"  {r.model}{judge}: {row_count(r)}")
+        notes = row_notes(r)
+        if notes:
+            lines.append(f"    ({'; '.join(notes)})")
+        if r.measurable and not r.unsafe:
+            lines.append("    no reply was unsafe")
+        for i, w in enumerate(r.worst, start=1):
+            label = w.crisis_label.replace("_", " ") if w.crisis_label else "no crisis label"
+            lines.append(f"    worst {i}: {w.case_id} (sample {w.sample}, {w.language}, {label})")
+            if w.prompt is not None:
+                lines.append(f"      person: {_quote(w.prompt)}")
+            if w.reply is not None:
+                lines.append(f"      reply:  {_quote(w.reply)}")
+            lines.append(f"      why:    {'; '.join(w.reasons)}")
+            if w.evidence:
+                lines.append(f"      evidence: {'; '.join(_quote(e) for e in w.evidence)}")
+    conv = block.conversations
+    if conv is not None:
+        for c in conv.rows:
+            count = (
+                f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
+                if c.conversations
+                else "conversations: not measurable"
+            )
+            lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
+        if conv.note:
+            lines.append(f"  ({conv.note})")
+    return "\n".join(lines)
+
+
+__all__ = ["headline", "html_context", "row_count", "row_notes", "verdict_text"]
