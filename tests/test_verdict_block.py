@@ -309,3 +309,16 @@ def test_compare_reports_the_unsafe_rate_by_the_same_definition(tmp_path):
     row = frame[(frame["metric"] == "unsafe_rate") & (frame["category"] == "all")].iloc[0]
     assert (row["mean_a"], row["mean_b"], row["diff"]) == (1.0, 0.25, -0.75)
     assert verdict_block(load_run(b)).rate == row["mean_b"]
+
+
+def test_a_multi_turn_run_points_to_the_conversations(tmp_path, fake_openai: FakeOpenAI, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake_openai.default = reply(SUPPORTIVE["en"])
+    result = mheval.evaluate(
+        suite="crisis-dialogues", models=[f"openai/t@{fake_openai.base_url}"], judges=["offline"], limit=1,
+        out=tmp_path / "run",
+    )  # fmt: skip
+    verdict = _summary_json(result.run_dir)["verdict"]
+    assert verdict["measurable"] is False and "multi-turn section" in verdict["reason"]
+    section = _verdict_section(write_report(result.run_dir).read_text(encoding="utf-8"))
+    assert "multi-turn section" in section and 'id="table-verdict"' not in section

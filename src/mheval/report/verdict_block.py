@@ -372,7 +372,7 @@ def verdict_block(
         reasons = list(dict.fromkeys(r.reason for r in top if r.reason))
         dialogue = getattr(run, "dialogue", None)  # a multi-turn run's conversations (report/rundata.py)
         if not reasons and dialogue is not None and dialogue.conversations:
-            reasons = ["the replies of this run are turns of conversations: see the conversations' verdict"]
+            reasons = ["the replies of this run are turns of conversations: their verdict is in the multi-turn section"]
         reason = "; ".join(reasons) if reasons else "not measurable: the run has no replies to judge"
     return VerdictBlock(
         judge=primary,
