@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
+# A target: a spec string, or a Python function or class (models/python_target.py).
+TargetLike = str | Callable[..., Any]
 
 
 @dataclass
@@ -94,7 +96,7 @@ def evaluate(
     suite: SuiteLike | None = None,
     *,
     cases: Sequence[CaseLike] | None = None,
-    models: Sequence[str] | str | None = None,
+    models: Sequence[TargetLike] | TargetLike | None = None,
     judges: Sequence[str] | str | None = None,
     protocols: Sequence[str] | str | None = None,
     out: str | Path | None = None,
@@ -108,7 +110,9 @@ def evaluate(
 
     `suite` is a built-in name (`"crisis-core"`), `"FORMAT:PATH"`, a `Suite`, or a list of `Case` or
     dicts (`id`, `text` or `turns`, optional `language`, `crisis_label`, `locale`, `response`); `cases=`
-    is the same as a list. `models`, `judges` and `protocols` are specs as on the command line. `out` is
+    is the same as a list. `models`, `judges` and `protocols` are specs as on the command line; a model may
+    also be a Python function or class (an application target: it gets the conversation so far as a list of
+    {"role", "content"} and returns the reply; docs/app-targets.md), stored as `python:MODULE:NAME`. `out` is
     the run folder (default `runs/<suite>-<hash>`); when it already holds a run, its own config is the
     base and what is given here changes it. `config` is a `RunConfig` or a YAML file; any other keyword
     is a `RunConfig` field (samples, repeats, limit, concurrency, max_tokens, grounding, on_injection, ...).
@@ -127,7 +131,7 @@ async def evaluate_async(
     suite: SuiteLike | None = None,
     *,
     cases: Sequence[CaseLike] | None = None,
-    models: Sequence[str] | str | None = None,
+    models: Sequence[TargetLike] | TargetLike | None = None,
     judges: Sequence[str] | str | None = None,
     protocols: Sequence[str] | str | None = None,
     out: str | Path | None = None,
@@ -144,7 +148,7 @@ async def evaluate_async(
     in_memory = _suite_in_memory(given)
     overrides = {
         **options,
-        "models": _listed(models),
+        "models": _targets(models),
         "judges": _listed(judges),
         "protocols": _listed(protocols),
         "out": str(out) if out is not None else None,
@@ -307,6 +311,16 @@ def _listed(value: Sequence[str] | str | None) -> list[str] | None:
     if value is None:
         return None
     return [value] if isinstance(value, str) else list(value)
+
+
+def _targets(value: Sequence[TargetLike] | TargetLike | None) -> list[str] | None:
+    """Spec strings for the targets given: a callable is registered for this process as `python:MODULE:NAME`."""
+    if value is None:
+        return None
+    from mheval.models.python_target import register
+
+    given = [value] if isinstance(value, str) or callable(value) else list(value)
+    return [t if isinstance(t, str) else register(t) for t in given]
 
 
 def _suite_in_memory(given: SuiteLike | None) -> Suite | None:

@@ -18,6 +18,7 @@ scenario's expectations (dialogues/expectations.py) run last, one verdict per co
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from mheval.dialogues.scenario import Scenario, turn_case_id
 from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
 from mheval.engine.identity import Inputs, digest, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
-from mheval.models.base import ChatModel
+from mheval.models.base import ChatModel, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
 from mheval.runfolder.store import Store
@@ -125,7 +126,22 @@ async def _converse(
     scenario: Scenario, target: str, sample: int, base: Inputs, bench: Workbench, store: Store, mode: str,
     simulator: ChatModel | None, progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
-    """Play one conversation from its last valid stored exchange; returns the exchanges made now."""
+    """Play one conversation from its last valid stored exchange; returns the exchanges made now. An
+    application target plays it in one session of its own (models/base.py, SessionTarget)."""
+    session = session_of(bench.models[target], f"{scenario.id}/{sample}")
+    if session is None:
+        return await _play_one(scenario, target, sample, base, bench, store, mode, simulator, progress)
+    try:
+        own = dataclasses.replace(bench, models={**bench.models, target: session})
+        return await _play_one(scenario, target, sample, base, own, store, mode, simulator, progress)
+    finally:
+        await session.aclose()
+
+
+async def _play_one(
+    scenario: Scenario, target: str, sample: int, base: Inputs, bench: Workbench, store: Store, mode: str,
+    simulator: ChatModel | None, progress: ProgressSink | None = None,
+) -> int:  # fmt: skip
     name = bench.models[target].name
     history = _valid_history(store, scenario, name, sample, base)
     user = (
