@@ -188,3 +188,20 @@ def test_validity_cards_and_the_docs_come_from_the_figures_file():
     text = DOC.read_text("utf-8")
     block = text.split(DOC_START, 1)[1].split(DOC_END, 1)[0]
     assert block.strip() == markdown(figures).strip()  # regenerate: python -m mheval.judges.offline.validity
+
+
+def test_no_report_shows_agreement_on_the_judges_own_training_cases(tmp_path):
+    """The shipped triage model learned from crisis-core: a run on it shows the held-out figure instead."""
+    import mheval
+    from mheval.report.summary import summary_text
+
+    run = mheval.evaluate(
+        "crisis-core", judges=["offline:fast"], protocols=["crisis-triage"], stages=["triage"], limit=8,
+        out=tmp_path / "run",
+    )  # fmt: skip
+    text = summary_text(run.run_dir)
+    assert "agreement with gold" not in text
+    html = mheval.report(run).read_text(encoding="utf-8")
+    gold = html.split('id="table-triage-gold"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    assert "%" not in gold  # no agreement figure on the judge's own training cases
+    assert "trained on these cases" in gold and "never saw" in gold

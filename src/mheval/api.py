@@ -352,3 +352,14 @@ def _responses(given: Sequence[Response | Mapping[str, Any]] | str | Path | None
 
         return read_responses(given)
     return [r if isinstance(r, Response) else Response.model_validate(dict(r)) for r in given]
+
+
+def validity(judge: str = "offline", protocols: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The validity cards of a shipped offline judge (`offline` or `offline:fast`): per protocol, the
+    figures measured on data it never saw, with n and how it was held out, read from the figures file
+    the build wrote. Any other judge has no shipped card: validate it with `agree` on your own labels."""
+    from mheval.judges.offline.validity import validity_card
+
+    chosen = protocols or ("crisis-triage", "psycrisis", "appropriateness", "dialogue-safety", "mentalalign")
+    cards = [validity_card(judge, p) for p in chosen]
+    return [c for c in cards if c is not None]

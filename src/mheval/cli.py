@@ -839,6 +839,36 @@ def annotate_export(
     out.print(f"ratings: {path.resolve()}", highlight=False, markup=False, soft_wrap=True)
 
 
+@app.command()
+def judges(
+    validity: Annotated[
+        bool, typer.Option("--validity", help="The figures measured on data the judge never saw.")
+    ] = False,
+    judge: Annotated[str, typer.Option("--judge", help="offline or offline:fast")] = "offline",
+    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """The shipped offline judges; with --validity, how far each can be trusted (from its figures file)."""
+    import json
+
+    from mheval.api import validity as cards_of
+    from mheval.judges.offline.validity import card_text
+
+    if judge not in ("offline", "offline:fast"):
+        raise InputError(f"no shipped figures for judge {judge!r}; measure it with `mheval agree`", field="judge",
+                         choices=["offline", "offline:fast"])  # fmt: skip
+    if format not in ("text", "json"):
+        raise InputError(f"unknown format {format!r}", field="format", choices=["text", "json"])
+    if not validity:
+        out.print("offline, offline:fast: bilingual lexicons and small trained models that ship with mheval "
+                  "(no network, no key); --validity shows their measured figures", markup=False)  # fmt: skip
+        return
+    cards = cards_of(judge)
+    if format == "json":
+        print(json.dumps(cards, ensure_ascii=False, indent=1))
+    else:
+        out.print("\n\n".join(card_text(c) for c in cards), markup=False, highlight=False, soft_wrap=True)
+
+
 @protocols_app.command("list")
 def protocols_list() -> None:
     """The protocols, what they judge and their paper."""

@@ -183,6 +183,7 @@ def _sections(t: ReportTables) -> dict[str, Any]:
                 f.text("model"),
                 f.text("judge"),
                 f.rate("agree", "same label as the gold label [95% CI]"),
+                f.text("note", "cases the judge learned from"),
             ],
         ),
         "triage_labels": f.display(
@@ -199,6 +200,7 @@ def _sections(t: ReportTables) -> dict[str, Any]:
             [
                 f.text("judge"),
                 f.rate("agree", "same label as the gold label [95% CI]"),
+                f.text("note", "cases the judge learned from"),
             ],
         ),
         "agreement": f.display(

@@ -327,9 +327,13 @@ def label_distribution(run: RunData, protocol: str) -> pd.DataFrame:
 
 
 def gold_agreement(run: RunData, protocol: str, gold_field: str) -> pd.DataFrame:
-    """Per model x judge: share of verdicts equal to the case's gold label [Wilson]."""
+    """Per model x judge: share of verdicts equal to the case's gold label [Wilson]. Cases a shipped judge
+    was trained on are left out (counted in `trained_on`), and a judge left with none says so (`note`)."""
+    from mheval.judges.offline.validity import held_out_note, trained_on
+
     rows = []
     groups: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    memorised: dict[tuple[str, str], int] = defaultdict(int)
     for j in first_scored(run.of(protocol)):
         case = run.cases.get(j.case_id)
         if case is None or j.label is None:
@@ -337,9 +341,16 @@ def gold_agreement(run: RunData, protocol: str, gold_field: str) -> pd.DataFrame
         gold = getattr(case, gold_field, None) if gold_field == "crisis_label" else case.metadata.get(gold_field)
         if gold is None:
             continue
-        groups[(j.model or "(user input)", j.judge)].append(str(j.label) == str(gold))
+        key = (j.model or "(user input)", j.judge)
+        if trained_on(j.judge, protocol, case.source):
+            memorised[key] += 1
+            continue
+        groups[key].append(str(j.label) == str(gold))
     for (model, judge), hits in groups.items():
-        rows.append({"model": model, "judge": judge, "n": len(hits), **rate_columns("agree", sum(hits), len(hits))})
+        rows.append({"model": model, "judge": judge, "n": len(hits), **rate_columns("agree", sum(hits), len(hits)),
+                     "trained_on": memorised.pop((model, judge), 0), "note": ""})  # fmt: skip
+    for (model, judge), n in memorised.items():
+        rows.append({"model": model, "judge": judge, "n": 0, "trained_on": n, "note": held_out_note(judge, protocol)})
     return _ordered_no_category(pd.DataFrame(rows), run)
 
 

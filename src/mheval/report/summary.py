@@ -176,6 +176,7 @@ def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     and the protocol x model x judge table, as plain JSON values."""
     import json
 
+    from mheval.report.multiturn import summary_data as multiturn_data
     from mheval.report.overview import facts
     from mheval.report.tables import summary_frame
     from mheval.runfolder.store import Store
@@ -183,10 +184,12 @@ def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     t = tables or report_tables(run_dir)
     with Store.open_existing(run_dir) as store:
         table = summary_frame(store)
+        multiturn = multiturn_data(store)  # None for a single-turn run (report/multiturn.py)
     return {
         "verdict": run_verdict(t.run).to_dict(),  # first: how many replies were unsafe (report/verdict_block.py)
         "run": facts(t.run),
         "table": json.loads(table.to_json(orient="records", force_ascii=False)),
+        "multiturn": multiturn,
     }
 
 

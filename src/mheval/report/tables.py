@@ -104,11 +104,16 @@ def _headline(protocol: str, ok: list[Judgment], cases: dict) -> str:
         top = ", ".join(f"{k} {v}" for k, v in labels.most_common(3))
         gold_field = GOLD_FIELDS.get(protocol)
         if gold_field:
-            pairs = [(j.label, _gold(cases.get(j.case_id), gold_field)) for j in ok]
+            from mheval.judges.offline.validity import held_out_note, trained_on
+
+            fresh = [j for j in ok if not trained_on(j.judge, protocol, getattr(cases.get(j.case_id), "source", None))]
+            pairs = [(j.label, _gold(cases.get(j.case_id), gold_field)) for j in fresh]
             pairs = [(a, b) for a, b in pairs if b is not None]
             if pairs:
                 acc = sum(a == b for a, b in pairs) / len(pairs)
                 return f"agreement with gold {acc:.0%} (n={len(pairs)}); {top}"
+            if len(fresh) < len(ok):  # every gold-labelled case was training data of this judge
+                return f"{top}; {held_out_note(ok[0].judge, protocol)}"
         return top
     totals = [j.total for j in ok if j.total is not None]
     if totals:

@@ -30,6 +30,24 @@ def load_figures(path: Path = FIGURES) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
+def trained_on(judge: str, protocol: str, source: str | None) -> bool:
+    """Did this shipped judge learn from cases of `source` under `protocol`? Then agreement with their
+    gold labels measures memory, not quality."""
+    return judge in ("offline", "offline:fast") and protocol == "crisis-triage" and source in TRAINED_ON_SUITES
+
+
+def held_out_note(judge: str, protocol: str) -> str:
+    """One line: the judge's figure on data it never saw, for where a trained-on figure would have stood."""
+    card = validity_card(judge, protocol)
+    first = card["figures"][0] if card and card["figures"] else None
+    if first is None:
+        return "the judge was trained on these cases; no held-out figure is recorded"
+    return (
+        f"the judge was trained on these cases, so agreement with their labels is not a quality figure; "
+        f"on data it never saw: {first['name']} {first['value']} (n={first['n']}, {first['how']})"
+    )
+
+
 def _pct(share: dict[str, Any] | None) -> str:
     if not share or share.get("n") in (None, 0):
         return "n/a"
@@ -114,7 +132,9 @@ def markdown(figures: dict[str, Any]) -> str:
         for protocol in ("crisis-triage", "appropriateness", "dialogue-safety"):
             card = validity_card(judge, protocol, figures)
             for f in card["figures"] if card else []:
-                value = f"{f['value']:.3f}" if isinstance(f["value"], float) else str(f["value"])
+                value = (
+                    f"{f['value']:.3f}".rstrip("0").rstrip(".") if isinstance(f["value"], float) else str(f["value"])
+                )
                 out.append(f"| `{judge}` | {protocol} | {f['name']} | {value} | {f['n'] or ''} | {f['how']} |")
     for judge in ("offline", "offline:fast"):
         contrast = figures.get("contrast_sets", {}).get(judge)
@@ -122,7 +142,7 @@ def markdown(figures: dict[str, Any]) -> str:
             continue
         out += ["", f"### Contrast sets, `{judge}` (tune: cue lists were written with it in view; holdout: never)", ""]
         out += ["| set | split | figure | value |", "| --- | --- | --- | --- |"]
-        for split in contrast.get("splits", []):
+        for split in figures["contrast_sets"].get("splits", []):
             risk, benign, replies = (contrast[k][split] for k in ("triage_risk", "triage_benign", "replies"))
             rows = [("explicit risk", "recognised as suicidal ideation or self-harm", _pct(risk["recognised"]))]
             rows += [("explicit risk", family, _pct(share)) for family, share in risk["by_family"].items()]
