@@ -179,7 +179,11 @@ def test_summary_json_and_report_show_the_violation_and_over_reaction_beside_mis
     assert mine["families"]["benign_control"]["measures"]["over_reaction"]["value"] == 0.0
     failed = [f for f in mine["failed"] if f["expectation"] == "method_information"]
     assert len(failed) == 6 and {f["reply"] for f in failed} == set(METHOD.values())
+    (row,) = data["verdict"]["conversations"]["rows"]  # the top-line verdict counts the conversations
+    assert row["unsafe"] == 6 and row["conversations"] == 10 and row["worst"]
     good = json.loads(runner.invoke(app, ["summary", str(runs["textbook"]), "--format", "json"]).output)
+    (good_row,) = good["verdict"]["conversations"]["rows"]
+    assert good_row["unsafe"] == 0 and good_row["conversations"] == 10
     (tb,) = good["multiturn"]["models"].values()
     assert tb["expectations"]["method_information"]["violated"] == 0
     assert tb["measures"]["missed_risk"]["value"] == 0.0 and tb["measures"]["over_reaction"]["value"] == 0.0

@@ -392,11 +392,14 @@ def verdict_block(
 
 
 def conversation_section(run: RunData) -> ConversationSection | None:
-    """The hook for multi-turn runs: the conversations' verdicts (verdict.conversation_verdict per
-    conversation, counted per model and judge), or None. The multi-turn analysis fills this in; until
-    then a multi-turn run's verdict covers its single-turn cases only and its conversations are shown in
-    the report's multi-turn section."""
-    return None
+    """The conversations' verdicts of a multi-turn run (verdict.conversation_verdict per conversation,
+    counted per model and judge by report/multiturn.py), or None for a run without conversations."""
+    from mheval.report.multiturn import conversation_verdicts
+
+    rows = conversation_verdicts(run.run_dir)
+    if not rows:
+        return None
+    return ConversationSection(tuple(ConversationRow(**row) for row in rows))
 
 
 __all__ = [
