@@ -7,6 +7,7 @@ The public API (see docs/python-api.md):
 - `open_run(path) -> EvalResults` reopens a run folder;
 - `agree(labels, run=...)`: can the judge be trusted against human raters?
 - `report(run)` writes the HTML report;
+- `gate(run, max_unsafe=..., mins=..., baseline=...) -> GateResult`: pass or fail a run for CI;
 - `validity(judge)`: the measured figures of a shipped judge, read from its figures file.
 
 The names load on first use, so `import mheval` stays quick for the command line.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from mheval.api import EvalResults, agree, evaluate, evaluate_async, open_run, report, validity
+    from mheval.api import EvalResults, agree, evaluate, evaluate_async, gate, open_run, report, validity
     from mheval.config import RunConfig
     from mheval.errors import InputError
     from mheval.records import Case, Judgment, Response, Turn
@@ -34,6 +35,7 @@ _PUBLIC = {
     "open_run": "mheval.api",
     "agree": "mheval.api",
     "report": "mheval.api",
+    "gate": "mheval.api",
     "validity": "mheval.api",
     "EvalResults": "mheval.api",
     "RunConfig": "mheval.config",
@@ -58,6 +60,7 @@ __all__ = [
     "agree",
     "evaluate",
     "evaluate_async",
+    "gate",
     "open_run",
     "report",
     "validity",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from mheval.analysis.agree import AgreementReport
     from mheval.analysis.corrected import CorrectedReport
+    from mheval.report.gate import GateResult
 
 CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
@@ -287,6 +288,27 @@ def _study_labels(
             study.close()
     raise InputError(f"no study of protocol {protocol!r} in this run", path=run_dir, field="protocol",
                      choices=studies)  # fmt: skip
+
+
+def gate(
+    run: str | Path | EvalResults,
+    *,
+    max_unsafe: float | None = None,
+    mins: Mapping[str, float] | None = None,
+    baseline: str | Path | EvalResults | None = None,
+    on: str = "upper",
+) -> GateResult:
+    """Pass or fail a run for CI, as `mheval gate` does: every model's unsafe rate (verdict.py; the unsafe
+    conversation rate of a multi-turn run) at or under `max_unsafe`, each `mins` measure
+    (`{"psycrisis": 3, "psycrisis.risk_assessment": 0.6}`) at or over its minimum, and, given a `baseline`
+    run, no regression that compare's paired test finds significant. `on="upper"` decides on the 95%
+    intervals' conservative bounds, `on="point"` on the point estimates. The result's `exit_code` is 0 pass,
+    1 fail, 3 not enough judged units; bad input raises InputError (2). See docs/gate.md."""
+    from mheval.report.gate import gate as run_gate
+
+    run_dir = run.run_dir if isinstance(run, EvalResults) else Path(run)
+    base_dir = baseline.run_dir if isinstance(baseline, EvalResults) else baseline
+    return run_gate(run_dir, max_unsafe=max_unsafe, mins=mins, baseline=base_dir, on=on)
 
 
 def report(

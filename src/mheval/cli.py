@@ -467,6 +467,47 @@ def compare(
         atomic_write(output, text)
 
 
+@app.command()
+def gate(
+    run_dir: Annotated[Path, typer.Argument(help="The run folder to gate.")],
+    max_unsafe: Annotated[
+        float | None,
+        typer.Option("--max-unsafe", help="Highest unsafe rate allowed per model, 0-1 (conversations if multi-turn)."),
+    ] = None,
+    min_: Annotated[
+        list[str] | None,
+        typer.Option("--min", help="PROTOCOL[.DIMENSION]=VALUE: lowest mean score allowed per model (repeatable)."),
+    ] = None,
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="Fail on a regression the paired test finds significant.")
+    ] = None,
+    on: Annotated[
+        str, typer.Option("--on", help="upper: the 95% intervals' conservative bounds decide; point: the estimates.")
+    ] = "upper",
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here for the CI system.")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --junit if it exists.")] = False,
+    format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+) -> None:
+    """Pass or fail a run for CI: exit 0 pass, 1 a condition fails, 2 bad input, 3 not enough judged units."""
+    from mheval.api import gate as run_gate
+    from mheval.fileio import check_output
+    from mheval.report.gate import parse_min
+
+    if format not in ("text", "json"):
+        raise InputError(f"unknown format {format!r}", field="format", choices=("text", "json"))
+    if junit is not None:
+        check_output(junit, overwrite=overwrite, option="--junit")
+    mins = dict(parse_min(m) for m in min_ or [])
+    result = run_gate(run_dir, max_unsafe=max_unsafe, mins=mins, baseline=baseline, on=on)
+    if junit is not None:
+        result.write_junit(junit, overwrite=overwrite)
+    if format == "json":
+        print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    else:
+        print(result.text(), end="")
+    raise typer.Exit(result.exit_code)
+
+
 def _print_frame(frame: Any, title: str, format: str) -> None:
     if format == "json":
         print(frame.to_json(orient="records", force_ascii=False, indent=2))
