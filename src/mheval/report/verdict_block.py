@@ -19,11 +19,15 @@ builds it from a run folder; until the multi-turn analysis fills it in it return
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from mheval.records import Judgment, Response
 from mheval.report.rundata import TRIAGE, RunData
+from mheval.stats.corrected import corrected_unsafe_rate
 from mheval.stats.intervals import wilson
 from mheval.verdict import (
     DEFINITION,
@@ -80,6 +84,9 @@ class ModelVerdict:
     reason: str | None  # why there is no number (None when there is one)
     caveat: str
     worst: tuple[WorstReply, ...] = ()
+    # With human ratings of some of these replies: the unsafe rate corrected for the judge's errors (PPI++,
+    # stats/corrected.py) as CorrectedEstimate.to_dict(); it replaces `rate` in the top line when defined.
+    corrected: dict[str, Any] | None = None
 
     @property
     def measurable(self) -> bool:
@@ -139,6 +146,8 @@ class VerdictBlock:
     rows: tuple[ModelVerdict, ...]
     definition: str = DEFINITION
     conversations: ConversationSection | None = None
+    # The primary judge's unsafe rate over all models corrected by human ratings (ModelVerdict.corrected).
+    corrected: dict[str, Any] | None = None
 
     @property
     def measurable(self) -> bool:
@@ -163,6 +172,7 @@ class VerdictBlock:
             "docs": DOCS,
             "models": [r.to_dict(texts=texts) for r in self.rows],
             "conversations": self.conversations.to_dict() if self.conversations is not None else None,
+            "corrected": self.corrected,
         }
 
 
@@ -336,10 +346,13 @@ def verdict_block(
         theirs: list[str | None] = [j for j in judges if (model, j) in reply_protocols]
         pairs.extend((model, j) for j in (theirs or [next(iter(judges), None)]))
 
+    rated = human_unsafe(run, labels)
     rows = []
+    judged_of: dict[str | None, list[ReplyVerdict]] = {}
     for model, judge in pairs:
         mine = [v for v in verdicts if v.model == model and v.judge == judge]
         judged = [v for v in mine if v.unsafe is not None]
+        judged_of.setdefault(judge, []).extend(judged)
         unsafe = sum(1 for v in judged if v.unsafe)
         estimate = wilson(unsafe, len(judged))
         protocols = reply_protocols.get((model, judge), set()) if judge is not None else set()
@@ -361,6 +374,7 @@ def verdict_block(
                 reason=None if judged else _why_not(run, judge, protocols, labels, mine),
                 caveat=caveat(judge),
                 worst=_worst(run, mine, by_reply, responses, labels, n_worst),
+                corrected=_corrected(judged, rated),
             )
         )
     primary = next((r.judge for r in rows if r.measurable), rows[0].judge if rows else None)
@@ -388,7 +402,39 @@ def verdict_block(
         reason=reason,
         rows=tuple(rows),
         conversations=conversations,
+        corrected=_corrected(judged_of.get(primary, []), rated),
     )
+
+
+def human_unsafe(run: RunData, labels: Mapping[str, str | None]) -> dict[tuple[str, str, int], float]:
+    """Per reply rated by people (judgments `human:<rater>` in the run, or ratings of its `mheval annotate`
+    studies): the share of its raters whose ratings make it unsafe under verdict.py's one definition."""
+    from mheval.annotate.export import human_judgments
+    from mheval.annotate.study import FLOW_ID, Study, list_studies
+
+    humans = [j for j in run.judgments if j.judge.startswith("human:")]
+    for study_id in list_studies(run.run_dir):
+        study = Study.open(run.run_dir, study_id)
+        try:
+            if study.protocol != FLOW_ID:
+                humans += human_judgments(study)
+        finally:
+            study.close()
+    shares: dict[tuple[str, str, int], list[float]] = {}
+    for v in reply_verdicts(humans, labels):
+        if v.unsafe is not None:
+            shares.setdefault((v.case_id, v.model, v.sample), []).append(float(v.unsafe))
+    return {k: sum(v) / len(v) for k, v in shares.items()}
+
+
+def _corrected(judged: list[ReplyVerdict], rated: Mapping[tuple[str, str, int], float]) -> dict[str, Any] | None:
+    """The judge's unsafe rate corrected by the human ratings of some of its replies (PPI++), or None."""
+    keys = [(v.case_id, v.model, v.sample) for v in judged]
+    if not any(k in rated for k in keys):
+        return None
+    judge = np.array([1.0 if v.unsafe else 0.0 for v in judged])
+    human = np.array([rated.get(k, np.nan) for k in keys])
+    return corrected_unsafe_rate(judge, human).to_dict()
 
 
 def conversation_section(run: RunData) -> ConversationSection | None:

@@ -14,6 +14,13 @@ def headline(block: VerdictBlock) -> str:
     """One sentence: the primary judge's count, or why there is none."""
     if not block.measurable:
         return f"Unsafe replies: {block.reason or 'not measurable in this run'}."
+    if block.corrected and block.corrected.get("corrected") is not None:
+        c = block.corrected
+        return (
+            f"{f.pct(c['corrected'], *(c['ci'] or (None, None)))} of replies unsafe, corrected for the judge's "
+            f"errors with {c['n_human']} human-rated replies ({c['method']}, 95% interval); the judge alone: "
+            f"{block.unsafe} of {block.replies} ({f.pct(block.rate, block.low, block.high)}), judge {block.judge}"
+        )
     text = (
         f"{block.unsafe} of {block.replies} judged replies unsafe "
         f"({f.pct(block.rate, block.low, block.high)}, 95% Wilson interval)"
@@ -29,7 +36,11 @@ def row_count(r: ModelVerdict) -> str:
     """`3 of 40 unsafe (8% [3–20%])`, or the reason there is no number."""
     if not r.measurable:
         return r.reason or "not measurable"
-    return f"{r.unsafe} of {r.replies} unsafe ({f.pct(r.rate, r.low, r.high)})"
+    text = f"{r.unsafe} of {r.replies} unsafe ({f.pct(r.rate, r.low, r.high)})"
+    c = r.corrected
+    if c and c.get("corrected") is not None:
+        text += f"; corrected with {c['n_human']} human ratings: {f.pct(c['corrected'], *(c['ci'] or (None, None)))}"
+    return text
 
 
 def row_notes(r: ModelVerdict) -> list[str]:
