@@ -193,7 +193,7 @@ def test_validity_cards_and_the_docs_come_from_the_figures_file():
 def test_no_report_shows_agreement_on_the_judges_own_training_cases(tmp_path):
     """The shipped triage model learned from crisis-core: a run on it shows the held-out figure instead."""
     import mheval
-    from mheval.report.summary import summary_text
+    from mheval.report.summary import summary_data, summary_text
 
     run = mheval.evaluate(
         "crisis-core", judges=["offline:fast"], protocols=["crisis-triage"], stages=["triage"], limit=8,
@@ -201,6 +201,9 @@ def test_no_report_shows_agreement_on_the_judges_own_training_cases(tmp_path):
     )  # fmt: skip
     text = summary_text(run.run_dir)
     assert "agreement with gold" not in text
+    assert "validity: offline:fast · crisis-triage" in text and "never saw" not in text.split("validity")[0]
+    (card,) = summary_data(run.run_dir)["verdict"]["validity"]  # read from the shipped figures file
+    assert card["trained_on"] == ["crisis-core"] and card["figures"][0]["n"] == 103
     html = mheval.report(run).read_text(encoding="utf-8")
     gold = html.split('id="table-triage-gold"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     assert "%" not in gold  # no agreement figure on the judge's own training cases

@@ -148,6 +148,9 @@ class VerdictBlock:
     conversations: ConversationSection | None = None
     # The primary judge's unsafe rate over all models corrected by human ratings (ModelVerdict.corrected).
     corrected: dict[str, Any] | None = None
+    # Per judge and protocol that ran: its validity card (shipped judges: measured on data they never saw,
+    # read from their figures file; any other judge: not validated in this run unless people rated it).
+    validity: tuple[dict[str, Any], ...] = ()
 
     @property
     def measurable(self) -> bool:
@@ -173,6 +176,7 @@ class VerdictBlock:
             "models": [r.to_dict(texts=texts) for r in self.rows],
             "conversations": self.conversations.to_dict() if self.conversations is not None else None,
             "corrected": self.corrected,
+            "validity": list(self.validity),
         }
 
 
@@ -403,7 +407,27 @@ def verdict_block(
         rows=tuple(rows),
         conversations=conversations,
         corrected=_corrected(judged_of.get(primary, []), rated),
+        validity=validity_cards(run, judges, bool(rated)),
     )
+
+
+def validity_cards(run: RunData, judges: list[str], rated: bool) -> tuple[dict[str, Any], ...]:
+    """How far each judge of the run can be trusted, per protocol it judged."""
+    from mheval.judges.offline.validity import validity_card
+
+    cards = []
+    for judge in judges:
+        for protocol in sorted({j.protocol for j in run.judgments if j.judge == judge}):
+            card = validity_card(judge, protocol)
+            if card is None:
+                note = (
+                    "people rated some of its units: `mheval agree` measures it against them"
+                    if rated
+                    else "not validated in this run: rate a sample (`mheval annotate`) or `mheval agree` on your labels"
+                )
+                card = {"judge": judge, "protocol": protocol, "figures": [], "trained_on": [], "note": note}
+            cards.append(card)
+    return tuple(cards)
 
 
 def human_unsafe(run: RunData, labels: Mapping[str, str | None]) -> dict[tuple[str, str, int], float]:

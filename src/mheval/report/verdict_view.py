@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mheval.judges.offline.validity import card_text
 from mheval.report import formatting as f
 from mheval.report.cases import shown
 from mheval.report.rundata import category_name
@@ -79,6 +80,7 @@ def html_context(block: VerdictBlock, *, redact: bool = False) -> dict[str, Any]
     return {
         "measurable": block.measurable,
         "headline": headline(block),
+        "validity": [card_text(c) for c in block.validity],
         "caveat": block.caveat,
         "screen": block.screen,
         "definition": block.definition,
@@ -115,6 +117,8 @@ def verdict_text(block: VerdictBlock) -> str:
     if block.measurable or block.screen:
         lines.append(f"  caveat: {block.caveat}")
     lines.append(f"  {block.definition} ({DOCS})")
+    for card in block.validity:
+        lines.append("  validity: " + card_text(card).replace("\n", "\n  "))
     for r in block.rows:
         judge = f" · judge {r.judge}" if r.judge else ""
         lines.append(f"  {r.model}{judge}: {row_count(r)}")
