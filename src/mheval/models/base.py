@@ -66,6 +66,21 @@ class SessionTarget(Protocol):
     def session(self, key: str) -> ChatModel | None: ...
 
 
+class OneCallSession:
+    """For a SessionTarget: a call made outside any conversation (a simulated user, a judge) runs in a
+    session of its own, opened and closed around it."""
+
+    def session(self, key: str) -> Any:
+        raise NotImplementedError
+
+    async def complete(self, messages: list[Message], **params: Any) -> Completion:
+        session = self.session("")
+        try:
+            return await session.complete(messages, **params)
+        finally:
+            await session.aclose()
+
+
 def session_of(model: object, key: str) -> ChatModel | None:
     """The per-conversation ChatModel of `model` when it is a SessionTarget, else None (call `model` itself).
     This is how the engine calls a target: one session per conversation (a single-turn case is a

@@ -50,7 +50,7 @@ import aiohttp
 import yaml
 
 from mheval.errors import InputError
-from mheval.models.base import Completion, Message, ModelError
+from mheval.models.base import Completion, Message, ModelError, OneCallSession
 from mheval.models.limits import (
     OVERLOAD_STATUSES,
     EndpointLimiter,
@@ -243,7 +243,7 @@ def _short(text: str) -> str:
     return text[:_MAX_MESSAGE] + ("..." if len(text) > _MAX_MESSAGE else "")
 
 
-class HttpTarget:
+class HttpTarget(OneCallSession):
     """A SessionTarget (models/base.py) over an app file: one aiohttp session per object and loop, the shared
     limiter of the app's endpoint, and the run's retry policy."""
 
@@ -269,14 +269,6 @@ class HttpTarget:
 
     def session(self, key: str) -> HttpSession:
         return HttpSession(self, key)
-
-    async def complete(self, messages: list[Message], **params: Any) -> Completion:
-        """One call outside any conversation: a session of its own."""
-        session = self.session("")
-        try:
-            return await session.complete(messages, **params)
-        finally:
-            await session.aclose()
 
     def _open(self) -> tuple[aiohttp.ClientSession, EndpointLimiter]:
         loop = asyncio.get_running_loop()

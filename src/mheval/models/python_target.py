@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from mheval.errors import InputError
-from mheval.models.base import Completion, Message, ModelError
+from mheval.models.base import Completion, Message, ModelError, OneCallSession
 from mheval.models.limits import EndpointLimiter, RetryPolicy, TransientError, run_with_retry
 from mheval.records import Usage
 
@@ -200,7 +200,7 @@ def completion_of(result: Any, latency: float) -> Completion:
     raise ModelError("bad_response", f"the target returned {type(result).__name__}, not text or a dict with 'content'")
 
 
-class PythonTarget:
+class PythonTarget(OneCallSession):
     """A SessionTarget (models/base.py) over a user's function or class."""
 
     def __init__(
@@ -227,14 +227,6 @@ class PythonTarget:
 
     def session(self, key: str) -> PythonSession:
         return PythonSession(self, key)
-
-    async def complete(self, messages: list[Message], **params: Any) -> Completion:
-        """One call outside any conversation (a simulated user, a judge): a session of its own."""
-        session = self.session("")
-        try:
-            return await session.complete(messages, **params)
-        finally:
-            await session.aclose()
 
     async def aclose(self) -> None:
         if self._pool is not None:
