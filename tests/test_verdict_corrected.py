@@ -42,3 +42,26 @@ def test_a_study_replaces_the_judge_only_rate_with_the_corrected_one(tmp_path: P
     html = mheval.report(run).read_text(encoding="utf-8")
     top = html.split('id="verdict"', 1)[1].split("</section>", 1)[0]
     assert "corrected for the judge" in top and f"{corrected['n_human']} human-rated replies" in top
+
+
+def _rate(run: Path, pick) -> None:
+    study = init_study(run, "appropriateness", ["ann"], overlap=1, study_id="appr")
+    for rater in study.raters():
+        for uid in study.queue(rater):
+            for q in study.view(rater, uid).form.questions:
+                study.save_answer(rater, uid, q.id, pick(o.value for o in q.options), seconds=5.0)
+    study.close()
+
+
+def test_compare_gives_the_difference_of_corrected_rates(tmp_path: Path) -> None:
+    from mheval.report.compare import CORRECTED, compare_runs
+
+    a, b = build_run(tmp_path / "a"), build_run(tmp_path / "b")
+    _rate(a, max)  # people find every rated reply of a fully appropriate ...
+    _rate(b, min)  # ... and every rated reply of b harmful
+    rows = compare_runs(a, b, n_boot=50)
+    mine = rows[rows["metric"] == CORRECTED]
+    assert len(mine) == 2  # one per model
+    for _, row in mine.iterrows():
+        assert row["mean_b"] > row["mean_a"] and row["diff"] > 0 and row["diff_low"] <= row["diff"] <= row["diff_high"]
+        assert "human ratings" in row["note"]

@@ -274,7 +274,41 @@ def compare_runs(
         families = {**dict(zip(fb.get("case_id", []), fb.get("category", []), strict=True)),
                     **dict(zip(fa.get("case_id", []), fa.get("category", []), strict=True))}  # fmt: skip
         rows += _metric_rows(metric, fa, fb, a, b, families, n_boot, seed)
+    rows += _corrected_rows(a, b)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+CORRECTED = "unsafe_rate_corrected"
+
+
+def _corrected_rows(a: RunData, b: RunData) -> list[dict[str, object]]:
+    """Where people rated replies of both runs: the difference of the two corrected unsafe rates (PPI++,
+    report/verdict_block.py), per model, with a normal interval and test treating the runs' estimates as
+    independent (their human ratings are of different replies)."""
+    from scipy.stats import norm
+
+    from mheval.report.verdict_block import verdict_block
+
+    def corrected(run: RunData) -> dict[str, tuple[str | None, dict[str, object]]]:
+        return {r.model: (r.judge, r.corrected) for r in verdict_block(run).rows if r.corrected and r.corrected["ci"]}
+
+    ca, cb = corrected(a), corrected(b)
+    rows: list[dict[str, object]] = []
+    for model_a, model_b in _model_pairs(list(ca), list(cb)):
+        (judge_a, ea), (judge_b, eb) = ca[model_a], cb[model_b]
+        se = [(e["ci"][1] - e["ci"][0]) / (2 * norm.ppf(0.975)) for e in (ea, eb)]  # type: ignore[index]
+        diff = float(eb["corrected"]) - float(ea["corrected"])  # type: ignore[arg-type]
+        spread = float(np.hypot(*se))
+        p = float(2 * norm.sf(abs(diff) / spread)) if spread > 0 else None
+        rows.append({
+            "metric": CORRECTED, "model_a": model_a, "model_b": model_b, "judge_a": judge_a, "judge_b": judge_b,
+            "category": ALL, "n_a": ea["n_judged"], "n_b": eb["n_judged"], "n_paired": None,
+            "mean_a": ea["corrected"], "mean_b": eb["corrected"], "diff": diff,
+            "diff_low": diff - norm.ppf(0.975) * spread, "diff_high": diff + norm.ppf(0.975) * spread,
+            "test": "normal, independent PPI++ estimates", "p_value": p,
+            "note": f"corrected with {ea['n_human']} / {eb['n_human']} human ratings",
+        })  # fmt: skip
+    return rows
 
 
 CONVERSATION_METRICS = ("flow_outcome", "flow_harmful")
