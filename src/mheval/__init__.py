@@ -8,7 +8,8 @@ The public API (see docs/python-api.md):
 - `agree(labels, run=...)`: can the judge be trusted against human raters?
 - `report(run)` writes the HTML report;
 - `gate(run, max_unsafe=..., mins=..., baseline=...) -> GateResult`: pass or fail a run for CI;
-- `validity(judge)`: the measured figures of a shipped judge, read from its figures file.
+- `validity(judge)`: the measured figures of a shipped judge, read from its figures file;
+- `corrected(labels, run=...)`: headline figures corrected for the judge's errors by human ratings (PPI++).
 
 The names load on first use, so `import mheval` stays quick for the command line.
 """
@@ -23,7 +24,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from mheval.api import EvalResults, agree, evaluate, evaluate_async, gate, open_run, report, validity
+    from mheval.api import (
+        EvalResults,
+        agree,
+        corrected,
+        evaluate,
+        evaluate_async,
+        gate,
+        open_run,
+        report,
+        validity,
+    )
     from mheval.config import RunConfig
     from mheval.errors import InputError
     from mheval.records import Case, Judgment, Response, Turn
@@ -36,6 +47,7 @@ _PUBLIC = {
     "agree": "mheval.api",
     "report": "mheval.api",
     "gate": "mheval.api",
+    "corrected": "mheval.api",
     "validity": "mheval.api",
     "EvalResults": "mheval.api",
     "RunConfig": "mheval.config",
@@ -58,6 +70,7 @@ __all__ = [
     "Turn",
     "__version__",
     "agree",
+    "corrected",
     "evaluate",
     "evaluate_async",
     "gate",
