@@ -29,7 +29,9 @@ SLOW_MODULES = frozenset({
     "test_injection_policy", "test_inspect", "test_integrity", "test_local_model", "test_offline_speeds",
     "test_pipeline", "test_annotate_browser", "test_multiturn_e2e", "test_multiturn_kill", "test_ray_executor",
     "test_report_browser", "test_reproduce", "test_trained_judges", "test_training", "test_benchmarks_quick",
-    "test_import", "test_cli_errors", "test_outputs_overwrite",
+    "test_import", "test_cli_errors", "test_outputs_overwrite", "test_app_targets", "test_multiturn_truth",
+    "test_verdict_block", "test_verdict_corrected", "test_gate", "test_offline_risk", "test_corrected_agree",
+    "test_run_counts",
 })  # fmt: skip
 
 
