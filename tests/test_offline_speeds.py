@@ -89,7 +89,7 @@ def test_offline_fast_is_a_judge_name_everywhere() -> None:
     verdict = asyncio.run(judge.judge(SimpleNamespace(id="crisis-triage"), case, None))
     assert verdict.status == "ok" and verdict.judge == OFFLINE_FAST and verdict.label == "suicidal_ideation"
     raw = json.loads(verdict.raw)
-    assert raw["severe_threshold"] is not None and isinstance(raw["raised_by_threshold"], bool)
+    assert raw["severe_threshold"] is not None and [f[0] for f in raw["explicit_risk"]] == ["plan"]
 
 
 def test_feature_sets_name_blocks_for_the_fields_given() -> None:

@@ -85,7 +85,8 @@ def test_multiturn_run_counts_conversations_turns_judges_and_tokens(tmp_path, fa
 
 
 def _mheval(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", **env}
+    inherited = {k: v for k, v in os.environ.items() if k != "MHEVAL_QUIET"}  # CI sets it; each test sets its own
+    env = {**inherited, "COLUMNS": "200", **env}
     command = [sys.executable, "-m", "mheval", *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
                           stdin=subprocess.DEVNULL)  # fmt: skip
