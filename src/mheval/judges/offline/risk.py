@@ -128,10 +128,10 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
                 findings.append(finding)
     order = {label: i for i, label in enumerate(SEVERE_LABELS)}
     findings.sort(key=lambda f: (order[f.label], f.turn))
-    own = triage(own_words, lex)
-    severe_cue = sum(own.scores.get(label, 0.0) for label in SEVERE_LABELS) >= lex.threshold
+    lexical = triage(own_words, lex)
+    severe_cue = sum(lexical.scores.get(label, 0.0) for label in SEVERE_LABELS) >= lex.threshold
     return RiskScreen(
-        tuple(findings), tuple(dict.fromkeys(idioms)), tuple(dict.fromkeys(set_aside)), severe_cue, own.label
+        tuple(findings), tuple(dict.fromkeys(idioms)), tuple(dict.fromkeys(set_aside)), severe_cue, lexical.label
     )
 
 
