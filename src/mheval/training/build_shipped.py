@@ -50,7 +50,6 @@ from mheval.training.train import TrainResult, fit_judge
 
 WEIGHTS = Path(__file__).resolve().parents[1] / "judges" / "offline" / "weights"
 RATERS = ("H1", "H2", "H3", "H4")
-HIGH_SEVERITY = ("suicidal_ideation", "self-harm")
 # Feature sets and grids were compared with the nested grouped CV below (figures.json keeps them); the
 # grids are small on purpose: two shared cores, and a wide search on 103 human cases would fit noise.
 # Default triage: both encoders. Three sets were compared on the same outer folds while developing
@@ -94,15 +93,6 @@ def _sha(path: Path) -> str:
 
 def _user_turns(case: Case) -> list[str]:
     return [t.content for t in case.turns if t.role == "user"]
-
-
-def with_lexicon_override(model_labels: Sequence[str], lexicon_labels: Sequence[str]) -> list[str]:
-    """The classifier's label, unless the lexicon found suicidal ideation or self-harm and the classifier
-    chose a label that is not one of those two: then the lexicon's."""
-    return [
-        lex if lex in HIGH_SEVERITY and model not in HIGH_SEVERITY else model
-        for model, lex in zip(model_labels, lexicon_labels, strict=True)
-    ]
 
 
 def _against_humans(pred: Sequence[str], cases: Sequence[Case]) -> dict[str, Any]:

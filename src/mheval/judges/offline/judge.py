@@ -23,8 +23,9 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
 from mheval.judges.offline.cues import SEVERE_LABELS
@@ -53,6 +54,7 @@ LEXICON_PROTOCOLS: frozenset[str] = frozenset({CRISIS_TRIAGE, PSYCRISIS})
 MODEL_PROTOCOLS: tuple[str, ...] = (CRISIS_TRIAGE, DIALOGUE_SAFETY, APPROPRIATENESS)
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 _CACHE_SIZE = 4096
+T = TypeVar("T")
 
 
 def model_path(folder: Path, protocol: str, fast: bool = False) -> Path:
@@ -160,27 +162,11 @@ class OfflineJudge:
 
     def triage_case(self, case: Case) -> TriageResult:
         """The lexicon triage of a case's user turns (cached, as PsyCrisis asks once per response)."""
-        key = tuple(turn.content for turn in case.turns if turn.role == "user")
-        result = self._triage_cache.get(key)
-        if result is None:
-            result = triage(key, self.lexicon)
-            self._triage_cache[key] = result
-            if len(self._triage_cache) > _CACHE_SIZE:
-                self._triage_cache.popitem(last=False)
-        else:
-            self._triage_cache.move_to_end(key)
-        return result
+        return _cached(self._triage_cache, _user_turns(case), lambda turns: triage(turns, self.lexicon))
 
     def screen_case(self, case: Case) -> RiskScreen:
         """The explicit-risk screen of a case's user turns (cached beside the lexicon triage)."""
-        key = tuple(turn.content for turn in case.turns if turn.role == "user")
-        result = self._screen_cache.get(key)
-        if result is None:
-            result = screen(key, self.lexicon)
-            self._screen_cache[key] = result
-            if len(self._screen_cache) > _CACHE_SIZE:
-                self._screen_cache.popitem(last=False)
-        return result
+        return _cached(self._screen_cache, _user_turns(case), lambda turns: screen(turns, self.lexicon))
 
     async def _triage(self, case: Case, ids: dict) -> Judgment:
         lexical = self.triage_case(case)
@@ -272,6 +258,22 @@ def _why_changed(label: str, risk: RiskScreen, threshold: float | None, proba: A
         severe = sum(float(proba[labels.index(s)]) for s in SEVERE_LABELS)
         return f"suicidal ideation + self-harm {severe:.2f} reach the safety threshold {threshold:g}"
     return "its severe label rests only on idioms, framing or talk about someone else"
+
+
+def _user_turns(case: Case) -> tuple[str, ...]:
+    return tuple(turn.content for turn in case.turns if turn.role == "user")
+
+
+def _cached(cache: OrderedDict[tuple[str, ...], T], key: tuple[str, ...], compute: Callable[[tuple[str, ...]], T]) -> T:
+    """`compute(key)` through a least-recently-used cache of `_CACHE_SIZE` entries."""
+    result = cache.get(key)
+    if result is None:
+        result = cache[key] = compute(key)
+        if len(cache) > _CACHE_SIZE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return result
 
 
 RULE_WEIGHT = 0.25

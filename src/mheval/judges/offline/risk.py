@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mheval.judges.offline.cues import _CJK, DISTANCING, FIRST_PERSON, HELP_OTHER, NO_CRISIS, SEVERE_LABELS, THIRD_PARTY
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, blank_idioms, idiom_spans, triage
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
 
 IDIOM_CONFIDENCE = 0.9
 OPEN_THRESHOLD = 0.1
@@ -94,8 +94,9 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
     set_aside: list[tuple[str, str]] = []
     own_words: list[str] = []  # each turn without its idioms and its sentences about other people
     for age, content in zip(range(len(turns) - 1, -1, -1), turns, strict=True):
-        idioms += [content[s:e] for s, e, _ in idiom_spans(content, lex)]
-        blanked = blank_idioms(content, lex)
+        spans = [(s, e) for s, e, _ in idiom_spans(content, lex)]
+        idioms += [content[s:e] for s, e in spans]
+        blanked = blank(content, spans)
         text = _Text(blanked, lex)
         hits = lex.risk_cues.finditer(text)
         framed = {text.sentence_of(s) for cue, s, _ in hits if cue.owner == DISTANCING}

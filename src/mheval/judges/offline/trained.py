@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mheval.errors import InputError
+from mheval.judges.offline.cues import SEVERE_LABELS
 from mheval.judges.offline.features import Item, afeaturize, featurize, width
 from mheval.records import Case, Judgment, Response
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec
 
-SEVERE_LABELS = ("suicidal_ideation", "self-harm")
 FORMAT = "mheval-trained-judge"
 FORMAT_VERSION = 1
 Kind = Literal["classifier", "scorer"]
