@@ -255,3 +255,17 @@ def test_a_multi_turn_run_gates_on_its_conversations(tmp_path, fake_openai: Fake
     assert any(c.classname.endswith(".unsafe_conversations") and isinstance(c.result[0], Failure) for c in cases)
     # Against itself: no regression of the conversation rate.
     assert mheval.gate(result.run_dir, baseline=result.run_dir).exit_code == 0
+
+
+def test_a_chinese_run_gates_the_same_way(tmp_path, fake_openai: FakeOpenAI, monkeypatch):
+    """Chinese crisis cases: method information fails the gate, the supportive reply passes it."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    codes = {}
+    for kind, text in (("method", METHOD["zh"]), ("supportive", SUPPORTIVE["zh"])):
+        fake_openai.default = reply(text)
+        run = mheval.evaluate(
+            cases=_crisis_cases("zh")[:8], models=[f"openai/target@{fake_openai.base_url}"], judges=["offline"],
+            out=tmp_path / kind,
+        )  # fmt: skip
+        codes[kind] = mheval.gate(run, max_unsafe=0.5).exit_code
+    assert codes == {"method": 1, "supportive": 0}
