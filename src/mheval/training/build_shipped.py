@@ -10,8 +10,11 @@ versions give the same files. Only weights and numbers are written, never a text
   plus mheval's own crisis-core suite; measured against the four human annotators of the help_harm
   dev half, which it never sees.
 - dialogue-safety: the 403 labelled dev records of Qiu et al.; figures are nested 5-fold CV.
-- appropriateness: the 98 answers of the help_harm dev half that have a human rating; figures are
-  nested 5-fold CV grouped by source corpus and stratified by score (the only human-rated data).
+- appropriateness: the 98 answers of the help_harm dev half that have a human rating and mheval's
+  written corpus (training/appropriateness.py); figures against the humans are 5-fold CV grouped by
+  source corpus, the written rows always on the training side.
+- reply-harm (`python -m mheval.training.harm`, separate): the corpus's train split, tuned on its tune
+  split, measured on its holdout split.
 """
 
 from __future__ import annotations
@@ -77,8 +80,6 @@ SAFETY_FAST_BLOCKS = SAFETY_BLOCKS
 SAFETY_GRID = (0.003, 0.01)
 SAFETY_NGRAM_WEIGHTS = (3.0,)
 SAFETY_ABLATIONS: tuple[list[str], ...] = (["e5:response", "e5:context", *SAFETY_BLOCKS[2:]],)
-APPROPRIATENESS_BLOCKS = ["emb:response", "lex:psycrisis", "label:crisis"]
-APPROPRIATENESS_GRID = (1.0, 10.0, 100.0, 1000.0)
 LLM_LABELS = "gpt-4o-mini-labeled-sampled_dataset_n_2046_nPerD168_seed0-merged-labels.json"
 LLM_DEV_LABELS = "gpt-4o-mini-labeled-sampled_dataset_n_200_merged_n50-noSeed_156-s42-merged_labels.dev.json"
 CHECK_EVERY = 4
@@ -108,6 +109,14 @@ def _against_humans(pred: Sequence[str], cases: Sequence[Case]) -> dict[str, Any
     return {"mean_kappa": mean, "kappa": kappas, "recall_vs_majority": recall}
 
 
+def corpus_message_cases(wanted: Sequence[str]) -> list[Case]:
+    """The corpus's user messages (corpus/messages) of the splits `wanted`, as labelled cases."""
+    from mheval.training.corpus import load_messages, message_case, splits
+
+    split_of = splits()
+    return [message_case(m) for m in load_messages() if split_of.get(m.batch) in wanted]
+
+
 def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
     """The triage training cases (human dev half, distilled test inputs, crisis-core) and their table."""
     hh = data / "help_harm"
@@ -116,7 +125,9 @@ def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list
     llm = {r["id"]: r.get("label") for r in json.loads(labels_path.read_text(encoding="utf-8"))}
     dev = load_suite(f"help-harm:{hh}").cases
     distilled = [c for c in load_suite(f"help-harm:{inputs}").cases if llm.get(c.id) in CRISIS_LABELS]
-    core = load_suite("crisis-core").cases
+    # Authored labels: mheval's crisis-core suite and the corpus's messages of the train and tune
+    # splits (the holdout split is only measured: training/checks.py).
+    core = load_suite("crisis-core").cases + corpus_message_cases(("train", "tune"))
     table = TriageTable.build(
         [(str(c.metadata.get("dataset_id")), [c.metadata["human_labels"][r] for r in RATERS]) for c in dev],
         [(str(c.metadata.get("dataset_id")), str(llm[c.id])) for c in distilled],
@@ -159,7 +170,7 @@ def _triage_model(
             "data": [
                 "help_harm/human_crisis_labels.dev.jsonl (4 human labels per case)",
                 f"help_harm/test_inputs.jsonl + llm_crisis_labels/{LLM_LABELS} (distilled)",
-                "crisis-core (built in)",
+                "crisis-core (built in) and corpus/messages (train and tune splits)",
             ],
             "data_sha256": [_sha(f) for f in files],
             "rows": len(cases),
@@ -323,56 +334,34 @@ def _with_reply_checks(items: list[Item], oof: np.ndarray, target: np.ndarray, r
 
 
 def build_appropriateness(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
+    from mheval.training import appropriateness
+
     items, target, raters, groups, llm = _appropriateness_data(data)
     path = data / "help_harm" / "appropriateness_scores.dev.jsonl"
     meta = {
         "protocol": "appropriateness",
         "target": "response",
-        "features": APPROPRIATENESS_BLOCKS,
         "encoder": encoder_version(),
         "text_fields": {"case": "inputs", "response": "answer"},
         "score_range": [1, 5],
         "integer_scores": True,
         "dimension": "appropriateness",
         "training": {
-            "data": "help_harm/appropriateness_scores.dev.jsonl (+ human_crisis_labels.dev.jsonl for the label)",
+            "data": "help_harm/appropriateness_scores.dev.jsonl (+ human_crisis_labels.dev.jsonl for the label)"
+            " and mheval's corpus (corpus/replies, train and tune splits)",
             "data_sha256": _sha(path),
             "rows": len(items),
-            "target": "mean of the available human ratings H1, H2",
+            "target": "mean of the available human ratings H1, H2; the corpus's written level",
             "command": COMMAND,
         },
     }
-
-    def run(blocks: list[str]) -> TrainResult:
-        x = featurize(blocks, items)
-        return fit_judge(x, target, kind="scorer", meta={**meta, "features": blocks}, grid=APPROPRIATENESS_GRID,
-                         folds=folds, seed=seed, groups=groups, name="offline")  # fmt: skip
-
-    shipped = run(APPROPRIATENESS_BLOCKS)
-    oof = shipped.judge._round(shipped.oof)  # type: ignore[arg-type]
-    predicted = np.asarray(shipped.judge.predict(items), dtype=float)
-    in_sample = _vs_raters(predicted, raters)
-    shipped.judge.meta["figures"]["in_sample_vs_raters"] = in_sample
-    shipped.judge.save(out / "appropriateness.npz")
-    variants = {}
-    for blocks in (
-        ["len:response"],
-        ["label:crisis", "len:response"],
-        ["lex:psycrisis", "label:crisis"],
-        ["lex:psycrisis", "label:crisis", "len:response"],
-        ["emb:response", "lex:psycrisis", "label:crisis", "len:response"],
-    ):
-        r = run(blocks)
-        variants["+".join(blocks)] = _vs_raters(r.judge._round(r.oof), raters)  # type: ignore[arg-type]
+    judge, figures, oof = appropriateness.build(items, target, groups, meta, folds=folds, seed=seed)
+    judge.save(out / "appropriateness.npz")
     return {
         "rows": len(items),
-        "strength": shipped.params["strength"],
-        "with_reply_checks": _with_reply_checks(items, np.asarray(shipped.oof, dtype=float), target, raters),
-        "cv_vs_raters": _vs_raters(oof, raters),
-        "cv_vs_mean": shipped.figures,
-        "in_sample_vs_raters": in_sample,
-        "in_sample_every_4th_row_vs_raters": _vs_raters(predicted[::CHECK_EVERY], raters[::CHECK_EVERY]),
-        "variants_cv_vs_raters": variants,
+        **figures,
+        "with_reply_checks": _with_reply_checks(items, oof, target, raters),
+        "cv_vs_raters": _vs_raters(judge._round(oof), raters),
         "published_llm_judges_vs_raters": {k: _vs_raters(v, raters) for k, v in llm.items()},
         "h1_vs_h2": scorer_figures(raters[:, 0], raters[:, 1]),
     }

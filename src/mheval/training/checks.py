@@ -118,14 +118,59 @@ async def reply_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str,
     return figures
 
 
+async def corpus_triage_figures(judge: OfflineJudge) -> dict[str, Any]:
+    """Triage of the corpus's holdout messages (corpus/messages, never trained or tuned on): risk
+    recognised (any crisis label, and the severe ones as severe) and ordinary messages alarmed, per kind
+    and language."""
+    from mheval.training.corpus import load_messages, message_case, splits
+
+    split_of = splits()
+    rows = [m for m in load_messages() if split_of.get(m.batch) == "holdout"]
+    protocol = _Protocol("crisis-triage")
+    got = [str((await judge.judge(protocol, message_case(m), None)).label) for m in rows]
+    risk = [(m, g) for m, g in zip(rows, got, strict=True) if m.crisis_label != NO_CRISIS]
+    ordinary = [(m, g) for m, g in zip(rows, got, strict=True) if m.crisis_label == NO_CRISIS]
+
+    def by(pairs: list, hit: Any, key: Any) -> dict[str, Any]:
+        groups: dict[str, list[bool]] = defaultdict(list)
+        for m, g in pairs:
+            groups[key(m)].append(hit(m, g))
+        return {k: _share(sum(v), len(v)) for k, v in sorted(groups.items())}
+
+    def lang(m: Any) -> str:
+        return m.language + ("-yue" if m.variety else "")
+
+    def recognised(m: Any, g: str) -> bool:
+        return g != NO_CRISIS and (g in SEVERE_LABELS) == (m.crisis_label in SEVERE_LABELS)
+
+    severe = [(m, g) for m, g in risk if m.crisis_label in SEVERE_LABELS]
+    return {
+        "batches": sorted({m.batch for m in rows}),
+        "risk_recognised": _share(sum(recognised(m, g) for m, g in risk), len(risk)),
+        "risk_any_crisis": _share(sum(g != NO_CRISIS for _, g in risk), len(risk)),
+        "severe_recall": _share(sum(g in SEVERE_LABELS for _, g in severe), len(severe)),
+        "ordinary_alarmed": _share(sum(g != NO_CRISIS for _, g in ordinary), len(ordinary)),
+        "ordinary_called_severe": _share(sum(g in SEVERE_LABELS for _, g in ordinary), len(ordinary)),
+        "risk_by_kind": by(risk, recognised, lambda m: m.kind),
+        "risk_by_language": by(risk, recognised, lang),
+        "ordinary_alarmed_by_kind": by(ordinary, lambda m, g: g != NO_CRISIS, lambda m: m.kind),
+        "ordinary_alarmed_by_language": by(ordinary, lambda m, g: g != NO_CRISIS, lang),
+    }
+
+
 def contrast_figures(weights: Path, folder: Path = CHECKS) -> dict[str, Any]:
-    """Both speeds of the offline judge built in `weights`, on the contrast sets."""
+    """Both speeds of the offline judge built in `weights`, on the contrast sets and the corpus's
+    holdout messages."""
 
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {"sets": str(folder.name), "splits": list(SPLITS)}
         for fast in (False, True):
             judge = OfflineJudge(models=weights, fast=fast)
-            out[judge.name] = {**await triage_figures(judge, folder), "replies": await reply_figures(judge, folder)}
+            out[judge.name] = {
+                **await triage_figures(judge, folder),
+                "replies": await reply_figures(judge, folder),
+                "corpus_messages_holdout": await corpus_triage_figures(judge),
+            }
         return out
 
     return asyncio.run(run())
