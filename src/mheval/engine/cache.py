@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from mheval.models.base import ChatModel, Completion, Message, session_of
+from mheval.models.base import ChatModel, Completion, Message, session_of, valid_text
 from mheval.models.limits import json_of
 from mheval.records import Usage
 
@@ -73,6 +73,14 @@ class CallRecorder:
         return calls
 
 
+def _usage(kept: Any) -> Usage:
+    """The usage of a cached answer, or none when the row holds something that is not token counts."""
+    try:
+        return Usage(**kept)
+    except (TypeError, ValueError):
+        return Usage()
+
+
 class CachedModel:
     """A ChatModel that answers from the run store when the same call was made before."""
 
@@ -84,6 +92,9 @@ class CachedModel:
         self.hits = 0
         self.misses = 0
         self._owner = owner  # a session's calls count on the target it belongs to
+        # A session of a stateful app (models/base.py): what a conversation cut mid-way does on resume.
+        self.stateful: bool = bool(getattr(model, "stateful", False))
+        self.on_resume: str = str(getattr(model, "on_resume", "mark"))
 
     def session(self, key: str) -> CachedModel | None:
         """The cached view of one conversation's session, when the model is a SessionTarget (models/base.py)."""
@@ -105,8 +116,10 @@ class CachedModel:
         if hit is not None:
             counts.hits += 1
             return Completion(
-                text=hit["text"],
-                usage=Usage(**hit["usage"]),
+                # A row kept before replies were made valid Unicode may hold a lone surrogate: recovered here,
+                # never replayed into the store's serialiser (a crash on every resume).
+                text=valid_text(hit["text"]),
+                usage=_usage(hit.get("usage")),
                 latency_s=0.0,
                 structured=hit["structured"],
                 finish_reason=hit.get("finish_reason"),
@@ -115,6 +128,7 @@ class CachedModel:
         completion = await self.inner.complete(
             messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
         )
+        completion.text = valid_text(completion.text)  # whatever the target: the cache keeps valid text only
         self.store.cache_put(
             key,
             {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,6 +18,36 @@ class ModelError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(f"{kind}: {message}")
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate (which a Python target can return, and JSON's \\ud800 escape
+    decodes to) becomes U+FFFD; a surrogate pair becomes the character it encodes. Without this, the first
+    store that serialises the reply (UTF-8) crashes, after the call cache has already kept it."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def valid_count(value: object) -> int | None:
+    """A token count as a target reported it, if it is one: a finite, non-negative integer (an integral float or
+    numeric text is taken), else None (the caller drops the usage and says so)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.isdigit():
+            return None
+        return int(value)
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
 
 
 # finish_reason of a reply cut because its HTTP answer was too long to read whole (openai_compat.py).

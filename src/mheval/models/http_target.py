@@ -16,6 +16,8 @@ The YAML file says how to call it::
       # from: response, path: $.session_id           # or: read from the first answer's body and sent back
       # from: header, name: X-Session-Id             # or: from the first answer's header
     timeout_s: 30                                    # optional; default: the run's timeout_s
+    redirects: same-origin                           # or any: follow redirects to other hosts (no secrets sent)
+    on_resume: mark                                  # or restart: a conversation cut mid-way starts again
 
 A string that is exactly "{{message}}", "{{messages}}" or "{{session_id}}" becomes that value (the list stays a
 list); inside a longer string they are replaced as text. Before a session id exists ({from: response} on the
@@ -25,7 +27,17 @@ Secrets: a header value may name environment variables as ${NAME}; they are read
 scrubbed from every error message, and never written to the run (its config holds the spec, `http:PATH`, and
 its identity is the file's content with the ${NAME} placeholders, not their values). A header that carries
 credentials (Authorization, Cookie, or a name with key, token, secret or password) must use ${NAME}: a literal
-value there is refused.
+value there is refused. A value the app echoes is scrubbed from the decoded answer (the reply as stored), not
+only from the JSON text, where quotes and backslashes are escaped.
+
+Redirects are followed by mheval, not aiohttp (which drops only Authorization across hosts): within the URL's
+origin (scheme, host, port) with every header; to another origin only when the file says `redirects: any`, and
+then without the file's credential headers and ${NAME} values. Otherwise a cross-origin redirect fails the call
+(`redirect_refused`, not retried), naming the origin it pointed at.
+
+Resume: a conversation of an app with sessions that was cut mid-way (a kill, a failed turn) cannot go on in the
+app session it began in. `on_resume: mark` (the default) plays the rest in a new session and marks the
+conversation `resumed_in_new_session`; `on_resume: restart` plays it again from its first turn in a new session.
 
 Identity (what resume and the call cache key on): the YAML's parsed content. Calls go through the run's retry
 policy and the endpoint's adaptive limiter like model calls: timeouts, dropped connections, 408, 429 and 5xx
@@ -48,9 +60,10 @@ from typing import Any
 
 import aiohttp
 import yaml
+from yarl import URL
 
 from mheval.errors import InputError
-from mheval.models.base import Completion, Message, ModelError, OneCallSession
+from mheval.models.base import Completion, Message, ModelError, OneCallSession, valid_text
 from mheval.models.limits import (
     OVERLOAD_STATUSES,
     EndpointLimiter,
@@ -66,7 +79,11 @@ from mheval.models.spec import URL_CREDENTIALS
 from mheval.yamlio import compose_yaml, read_yaml_file
 
 PREFIX = "http:"
-KEYS = ("url", "method", "headers", "body", "reply", "session", "timeout_s")
+KEYS = ("url", "method", "headers", "body", "reply", "session", "timeout_s", "redirects", "on_resume")
+REDIRECTS = ("same-origin", "any")
+ON_RESUME = ("mark", "restart")
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+MAX_REDIRECTS = 10
 METHODS = ("POST", "GET", "PUT", "PATCH")
 SESSION_FROM = ("client", "response", "header")
 _ENV = re.compile(r"\$\{([^}]*)\}")
@@ -106,6 +123,8 @@ class HttpApp:
     session_from: str | None
     session_path: str | None  # JSONPath ({from: response}) or header name ({from: header})
     timeout_s: float | None
+    redirects: str  # same-origin or any
+    on_resume: str  # mark or restart
     content: dict[str, Any]  # what the file says, ${NAME} placeholders and all: the target's identity
 
     def env_names(self) -> list[str]:
@@ -199,12 +218,21 @@ def load_app(path_text: str) -> HttpApp:
     timeout = data.get("timeout_s")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
         raise fail("timeout_s must be a positive number of seconds", "timeout_s")
+    choices = {"redirects": (REDIRECTS, "same-origin"), "on_resume": (ON_RESUME, "mark")}
+    chosen: dict[str, str] = {}
+    for key, (allowed, default) in choices.items():
+        value = data.get(key, default)
+        if value not in allowed:
+            raise InputError(f"{key} {value!r} is not supported", path=path, line=_line_of(text, key), field=key,
+                             choices=allowed)  # fmt: skip
+        chosen[key] = value
     try:
         json.dumps(body)
     except (TypeError, ValueError):
         raise fail("body must be JSON-like (mappings, lists, text, numbers)", "body") from None
     return HttpApp(path, url, method, headers, body, reply, session_from, session_path,
-                   float(timeout) if timeout is not None else None, data)  # fmt: skip
+                   float(timeout) if timeout is not None else None, chosen["redirects"], chosen["on_resume"],
+                   data)  # fmt: skip
 
 
 def identity(app: HttpApp) -> str:
@@ -304,6 +332,15 @@ class HttpTarget(OneCallSession):
             out[name] = _ENV.sub(env, fill(template, {"message": "", "messages": [], "session_id": session_id}))
         return out, [s for s in secrets if s]
 
+    def public_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        """`headers` without any that carries a secret (a ${NAME} value, or a credential's name): what another
+        origin may receive when the file allows cross-origin redirects."""
+        return {
+            name: value
+            for name, value in headers.items()
+            if not _SENSITIVE.search(name) and not _ENV.search(self.app.headers.get(name, ""))
+        }
+
 
 def _scrub(text: str, secrets: list[str]) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
@@ -311,6 +348,33 @@ def _scrub(text: str, secrets: list[str]) -> str:
         if len(secret) > 12:
             text = text.replace(secret[: len(secret) // 2], "***")
     return text
+
+
+def _scrub_values(data: Any, secrets: list[str]) -> Any:
+    """Every text in a decoded JSON answer (keys too) scrubbed: a secret with a quote or a backslash is escaped in
+    the JSON text, so only its decoded form matches."""
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        return _scrub(data, secrets)
+    if isinstance(data, dict):
+        return {_scrub(str(k), secrets): _scrub_values(v, secrets) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_scrub_values(v, secrets) for v in data]
+    return data
+
+
+def _origin(url: URL) -> tuple[str, str | None, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+@dataclass
+class _Answer:
+    status: int
+    raw: bytes
+    cut: bool
+    retry_after: str | None
+    headers: dict[str, str]
 
 
 class HttpSession:
@@ -325,6 +389,10 @@ class HttpSession:
         self.session_id: str | None = uuid.uuid4().hex if app.session_from == "client" else None
         # An app with sessions keeps state: its conversations' answers are cached apart (models/base.py).
         self.endpoint = f"{target.endpoint}#{key}" if app.session_from else target.endpoint
+        # What a conversation cut mid-way does on resume (engine/conversations.py): a new session cannot know
+        # the turns the old one took.
+        self.stateful = app.session_from is not None
+        self.on_resume = app.on_resume
 
     async def aclose(self) -> None:
         self.session_id = None
@@ -353,18 +421,17 @@ class HttpSession:
             slot = limiter.now()
             started = time.perf_counter()
             try:
-                async with http.request(app.method, url, data=payload, headers=headers) as resp:
-                    status = resp.status
-                    raw, cut = await _read_capped(resp, MAX_BODY_BYTES)
-                    retry_after = resp.headers.get("Retry-After")
-                    session_header = resp.headers.get(app.session_path or "") if app.session_from == "header" else None
+                answer = await self._send(http, url, payload, headers, secrets)
             except TimeoutError:
                 limiter.on_overload(slot)
                 raise TransientError("timeout", f"no answer within {target.timeout_s:g} s") from None
             except aiohttp.ClientError as exc:
                 raise TransientError("connection", _scrub(f"{type(exc).__name__}: {exc}", secrets)) from None
             latency = time.perf_counter() - started
-            text = _scrub(raw.decode("utf-8", "replace"), secrets)
+            status, raw, cut, retry_after = answer.status, answer.raw, answer.cut, answer.retry_after
+            session_header = answer.headers.get(app.session_path or "") if app.session_from == "header" else None
+            decoded = raw.decode("utf-8", "replace")
+            text = _scrub(decoded, secrets)
             if not 200 <= status < 300:
                 if status in OVERLOAD_STATUSES:
                     limiter.on_overload(slot)
@@ -376,7 +443,7 @@ class HttpSession:
         if cut:
             raise ModelError("oversized_body", f"the answer is longer than {MAX_BODY_BYTES >> 20} MiB")
         try:
-            data = json.loads(text)
+            data = _scrub_values(json.loads(decoded), secrets)
         except ValueError:
             raise TransientError("bad_response", f"the answer is not JSON: {_short(text)[:120]!r}") from None
         reply = _first(app.reply, data)
@@ -388,7 +455,40 @@ class HttpSession:
                 raise ModelError("bad_response", f"no session id at {app.session_path} in the first answer")
             self.session_id = str(found)
         return Completion(
-            text=reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False),
+            text=valid_text(reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)),
             latency_s=latency,
             raw=data if isinstance(data, dict) else {"body": data},
         )
+
+    async def _send(
+        self, http: aiohttp.ClientSession, url: str, payload: bytes | None, headers: dict[str, str], secrets: list[str]
+    ) -> _Answer:
+        """One request, following redirects here rather than in aiohttp, so that no secret header reaches another
+        origin: same-origin hops keep every header; a cross-origin hop is refused unless the file says
+        `redirects: any`, and then carries only the headers without secrets (HttpTarget.public_headers)."""
+        target, app = self.target, self.target.app
+        method, start = app.method, URL(url)
+        current = start
+        for _hop in range(MAX_REDIRECTS + 1):
+            same = _origin(current) == _origin(start)
+            sent = headers if same else target.public_headers(headers)
+            async with http.request(method, current, data=payload, headers=sent, allow_redirects=False) as resp:
+                location = resp.headers.get("Location")
+                if resp.status not in REDIRECT_STATUSES or not location:
+                    raw, cut = await _read_capped(resp, MAX_BODY_BYTES)
+                    return _Answer(resp.status, raw, cut, resp.headers.get("Retry-After"), dict(resp.headers))
+                status = resp.status
+            following = current.join(URL(location))
+            if _origin(following) != _origin(start) and app.redirects != "any":
+                where = _scrub(f"{following.scheme}://{following.host}:{following.port}", secrets)
+                raise ModelError(
+                    "redirect_refused",
+                    f"{app.url} redirected (HTTP {status}) to another origin, {where}; app targets follow only "
+                    f"same-origin redirects, so that no secret header leaves the app's origin (set `redirects: any` "
+                    f"in {app.path} to follow it without the secret headers)",
+                )
+            if status == 303 or (status in (301, 302) and method != "GET"):
+                method, payload = "GET", None  # as browsers and aiohttp do; 307 and 308 keep method and body
+                headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+            current = following
+        raise ModelError("redirect_loop", f"{app.url}: more than {MAX_REDIRECTS} redirects")

@@ -15,20 +15,26 @@ version is the user's call: finished units and cached answers are kept.
 Failures: an exception becomes a failed reply whose error names its type and message (an unscored unit,
 never a crash of the run). It is retried, under the run's retry policy, when the exception has a truthy
 `retryable` attribute or is an instance of a class in the callable's `mheval_retry_on` tuple; a call that
-takes longer than the run's `timeout_s` counts as a (retried) timeout. Sync callables run on a thread pool as
-wide as the run's concurrency; a timed-out sync call cannot be stopped and finishes in the background.
+takes longer than the run's `timeout_s` counts as a (retried) timeout. Sync callables run on daemon threads, as
+many at once as the run's concurrency; a timed-out sync call cannot be stopped: it goes on in the background
+and never keeps the process alive (a daemon thread ends with the process).
+
+Answers: the text is made valid Unicode (a lone surrogate becomes U+FFFD) before anything stores it, and token
+counts must be finite, non-negative whole numbers, else the usage is dropped and a warning says so once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
+import logging
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,13 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from mheval.errors import InputError
-from mheval.models.base import Completion, Message, ModelError, OneCallSession
+from mheval.models.base import Completion, Message, ModelError, OneCallSession, valid_count, valid_text
 from mheval.models.limits import EndpointLimiter, RetryPolicy, TransientError, run_with_retry
 from mheval.records import Usage
 
 PREFIX = "python:"
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _MAX_MESSAGE = 300
+ON_RESUME = ("mark", "restart")
+
+_log = logging.getLogger(__name__)
 
 # Callables handed to `mheval.evaluate(models=[fn])`, by the spec they were given: found here first, so a
 # function defined in a notebook or inside another function works without being importable.
@@ -170,33 +179,34 @@ def _is_async(fn: Any) -> bool:
 
 
 def _text(value: Any) -> str:
-    text = " ".join(str(value).split())
+    text = " ".join(valid_text(str(value)).split())
     return text[:_MAX_MESSAGE] + ("..." if len(text) > _MAX_MESSAGE else "")
 
 
-def _count(value: Any) -> int:
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
+def usage_of(given: Any) -> tuple[Usage, str | None]:
+    """The token counts of a target's `usage`, and a note when they were dropped: each count must be a finite,
+    non-negative integer (`inf`, `-3`, `2.5` or `"many"` would crash or poison every sum downstream)."""
+    if given is None:
+        return Usage(), None
+    if not isinstance(given, dict):
+        return Usage(), f"usage dropped: it is a {type(given).__name__}, not a mapping"
+    counts = {k: valid_count(given.get(k)) for k in ("prompt_tokens", "completion_tokens")}
+    bad = [f"{k}={given.get(k)!r}" for k, v in counts.items() if v is None]
+    if bad:
+        return Usage(), f"usage dropped: {', '.join(bad)} is not a finite, non-negative whole number"
+    return Usage(prompt_tokens=counts["prompt_tokens"] or 0, completion_tokens=counts["completion_tokens"] or 0), None
 
 
-def completion_of(result: Any, latency: float) -> Completion:
-    """The Completion of what a target returned: text, or a dict with `content` (and optional `usage`)."""
+def completion_of(result: Any, latency: float, on_note: Callable[[str], None] | None = None) -> Completion:
+    """The Completion of what a target returned: text, or a dict with `content` (and optional `usage`). The text is
+    made valid Unicode (models/base.py valid_text); a usage that is not token counts is dropped and `on_note` told."""
     if isinstance(result, str):
-        return Completion(text=result, latency_s=latency)
+        return Completion(text=valid_text(result), latency_s=latency)
     if isinstance(result, dict) and isinstance(result.get("content"), str):
-        given = result.get("usage")
-        usage: dict[str, Any] = given if isinstance(given, dict) else {}
-        return Completion(
-            text=result["content"],
-            usage=Usage(
-                prompt_tokens=_count(usage.get("prompt_tokens")),
-                completion_tokens=_count(usage.get("completion_tokens")),
-            ),
-            latency_s=latency,
-            raw=result,
-        )
+        usage, note = usage_of(result.get("usage"))
+        if note is not None and on_note is not None:
+            on_note(note)
+        return Completion(text=valid_text(result["content"]), usage=usage, latency_s=latency, raw=result)
     raise ModelError("bad_response", f"the target returned {type(result).__name__}, not text or a dict with 'content'")
 
 
@@ -217,10 +227,16 @@ class PythonTarget(OneCallSession):
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
+        # A class target that cannot go on with a conversation cut mid-way in a new instance says
+        # `mheval_on_resume = "restart"` (engine/conversations.py); "mark" is the default.
+        self.on_resume = getattr(self.obj, "mheval_on_resume", "mark")
+        if self.on_resume not in ON_RESUME:
+            raise InputError(f"python target {self.name!r}: mheval_on_resume is {self.on_resume!r}", field="model",
+                             choices=ON_RESUME)  # fmt: skip
         retry_on = getattr(self.obj, "mheval_retry_on", ())
         self.retry_on: tuple[type[BaseException], ...] = tuple(retry_on) if isinstance(retry_on, tuple | list) else ()
         self.limiter = EndpointLimiter(concurrency)
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._noted: set[str] = set()
 
     def __repr__(self) -> str:
         return f"PythonTarget({self.endpoint!r})"
@@ -229,14 +245,38 @@ class PythonTarget(OneCallSession):
         return PythonSession(self, key)
 
     async def aclose(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        return None
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="mheval-target")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        """Call a sync callable on a daemon thread of its own. Not a ThreadPoolExecutor: its workers are joined
+        when the interpreter exits, so a target that never returns (past `timeout_s`, abandoned) would keep the
+        process alive for ever; a daemon thread dies with the process. How many run at once is bounded by the
+        target's limiter (the run's concurrency), plus the abandoned calls that are still running."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if not future.done():
+                (future.set_result if ok else future.set_exception)(value)
+
+        def work() -> None:
+            try:
+                outcome: tuple[bool, Any] = (True, fn(*args))
+            except BaseException as exc:  # handed to the awaiting coroutine, as run_in_executor does
+                outcome = (False, exc)
+            # RuntimeError: the loop closed while the call ran (it had timed out): nobody waits for it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, *outcome)
+
+        threading.Thread(target=work, name="mheval-target", daemon=True).start()
+        return await future
+
+    def note(self, text: str) -> None:
+        """Say once per target and kind of note what was dropped from its answers (on stderr, via logging)."""
+        kind = text.split(":", 1)[0]
+        if kind not in self._noted:
+            self._noted.add(kind)
+            _log.warning("%s: %s (said once per target)", self.name, text)
 
     def failure(self, exc: BaseException) -> Exception:
         """The retry loop's view of an exception the target raised."""
@@ -255,6 +295,8 @@ class PythonSession:
         self.name = target.name
         # A class keeps state: its conversations' answers are cached apart (models/base.py, SessionTarget).
         self.endpoint = f"{target.endpoint}#{key}" if target.is_class else target.endpoint
+        self.stateful = target.is_class
+        self.on_resume = target.on_resume
         self._instance: Any = None
 
     async def _callable(self) -> Any:
@@ -299,7 +341,7 @@ class PythonSession:
                 raise
             except Exception as exc:
                 raise target.failure(exc) from None
-            return completion_of(result, latency)
+            return completion_of(result, latency, target.note)
 
         return await run_with_retry(once, target.retry)
 
