@@ -162,11 +162,12 @@ class Store:
 
     @classmethod
     def open_existing(cls, run_dir: str | Path) -> Store:
-        path = Path(run_dir) / cls.FILENAME
-        if not path.is_file():
-            from mheval.errors import InputError
+        """A run folder's store, after checking it is one (runfolder/check.py): a damaged or foreign run.db is an
+        InputError ("not an mheval run folder (...)") and is never written to."""
+        from mheval.runfolder.check import check_run_db
 
-            raise InputError(f"not a run folder (no {cls.FILENAME})", path=run_dir)
+        path = Path(run_dir) / cls.FILENAME
+        check_run_db(path, run_dir)
         return cls(path)
 
     @classmethod
