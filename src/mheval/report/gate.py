@@ -25,6 +25,7 @@ scored verdict. A decided failure wins over an undecided condition: the run is k
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -704,8 +705,24 @@ def junit_xml(result: GateResult) -> str:
             totals[key] += value
     for key, value in totals.items():
         root.set(key, str(value))
+    for element in root.iter():  # replies and ids are the app's text: anything XML 1.0 forbids is made visible
+        if element.text:
+            element.text = xml_safe(element.text)
+        for name, text in element.attrib.items():
+            element.set(name, xml_safe(text))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# What XML 1.0 cannot hold, even escaped: C0 controls but tab, newline and carriage return; surrogates; U+FFFE and
+# U+FFFF. ElementTree writes them as they are, and the file is then not well-formed: a CI system reading the
+# report of a failing gate (an unsafe reply with one ESC in it) would see a broken file, exactly when it matters.
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` with each character XML forbids written as its escape (ESC becomes the four characters \\x1b)."""
+    return _XML_FORBIDDEN.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def _message(c: Condition) -> str:
