@@ -7,6 +7,8 @@ keyboard. Nothing a rater receives names a model, a sample, a judge or another r
 from __future__ import annotations
 
 import ipaddress
+import json
+import math
 import sys
 import threading
 import time
@@ -96,6 +98,58 @@ WARNING_LINES_ZH: tuple[tuple[str, str, str], ...] = (
     ("中国大陆", "12356", "心理援助热线"),
     ("其他地区", "findahelpline.com", "或当地紧急电话"),
 )
+
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""The largest answer POST read: one answer with a comment of at most 2,000 characters is a few KB."""
+
+
+async def _read_capped(request: Request, cap: int) -> bytes | None:
+    """The request's body, or None as soon as it is longer than `cap` (declared or sent): never held whole."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.strip().isdigit() or int(declared) > cap):
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > cap:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def answer_fields(raw: bytes) -> dict[str, Any]:
+    """The keyword arguments of Study.save_answer from an answer's JSON body, each field of its type, or an
+    InputError naming the field: {"unit": text, "question": text, "value": text, number or null,
+    "unsure": true/false, "comment": text or null, "seconds": a finite number or null}."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InputError("the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise InputError("expected a JSON object with unit, question, value")
+
+    def of(name: str, kinds: tuple[type, ...], what: str, *, required: bool = False) -> Any:
+        value = body.get(name)
+        if value is None and not required:
+            return None
+        if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+            raise InputError(f"{name} must be {what}", field=name)
+        return value
+
+    value = of("value", (str, int, float), "text, a number or null")
+    seconds = of("seconds", (int, float), "a number of seconds or null")
+    if seconds is not None and not math.isfinite(seconds):
+        raise InputError("seconds must be finite", field="seconds")
+    return {
+        "unit_id": of("unit", (str,), "text", required=True),
+        "question": of("question", (str,), "text", required=True),
+        "value": None if value is None else str(value),
+        "unsure": bool(of("unsure", (bool,), "true or false")),
+        "comment": of("comment", (str,), "text or null"),
+        "seconds": float(seconds or 0.0),
+    }
 
 
 @dataclass
@@ -193,21 +247,18 @@ def create_app(study: Study) -> Starlette:
         rater = rater_of(request)
         if rater is None:
             return JSONResponse({"error": "forbidden"}, status_code=403)
+        raw = await _read_capped(request, MAX_ANSWER_BYTES)
+        if raw is None:
+            return JSONResponse({"error": f"an answer is at most {MAX_ANSWER_BYTES // 1024} KB"}, status_code=413)
         try:
-            body = await request.json()
-            uid, question = str(body["unit"]), str(body["question"])
-            value = body.get("value")
+            fields = answer_fields(raw)
             with lock:
-                study.save_answer(
-                    rater, uid, question, None if value is None else str(value), unsure=bool(body.get("unsure")),
-                    comment=body.get("comment"), seconds=float(body.get("seconds") or 0.0),
-                )  # fmt: skip
-                complete = study.complete(rater, uid)
+                study.save_answer(rater, **fields)
+                complete = study.complete(rater, fields["unit_id"])
                 done, total = study.progress(rater)
         except InputError as exc:
-            return JSONResponse({"error": exc.message}, status_code=400)
-        except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": "expected JSON with unit, question, value"}, status_code=400)
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        uid = fields["unit_id"]
         if complete:
             session = sessions.setdefault(rater, Session())
             if uid not in session.rated:
