@@ -175,7 +175,7 @@ def test_messages_one_conversation_a_line_in_turn_order(store, tmp_path):
     assert finished["metadata"] == {
         "scenario_id": SCENARIO["id"], "model": "m", "sample": 0, "turns": 3, "language": "en", "locale": "GB",
         "family": "gradual_disclosure", "risk_level": "high", "crisis_label": "suicidal_ideation", "mode": "replay",
-        "stop_reason": "script_done", "status": "ok", "reason": None, "error": None,
+        "stop_reason": "script_done", "status": "ok", "reason": None, "resumed_in_new_session": False, "error": None,
     }  # fmt: skip
     # The unanswered turn ends the messages on the user; the conversation has no end yet.
     assert [m["content"] for m in broken["messages"]] == [*FINISHED[0], FINISHED[1][0]]

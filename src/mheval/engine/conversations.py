@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -128,22 +129,36 @@ async def _converse(
 ) -> int:  # fmt: skip
     """Play one conversation from its last valid stored exchange; returns the exchanges made now. An
     application target plays it in one session of its own (models/base.py, SessionTarget)."""
+    name = bench.models[target].name
+    history = _valid_history(store, scenario, name, sample, base)
     session = session_of(bench.models[target], f"{scenario.id}/{sample}")
     if session is None:
-        return await _play_one(scenario, target, sample, base, bench, store, mode, simulator, progress)
+        return await _play_one(scenario, target, sample, base, bench, store, mode, simulator, history, progress)
+    # A stateful app's session of this conversation died with the run that was cut (a kill, a failed turn): the
+    # new one never saw the stored turns. The app file chooses: go on and mark the break, or play it again.
+    resumed = bool(history) and _ended(history, scenario, mode) is None and getattr(session, "stateful", False)
+    if resumed and getattr(session, "on_resume", "mark") == "restart":
+        await session.aclose()
+        store.restart_conversation(scenario.id, name, sample, from_turn=1)
+        history, resumed = [], False
+        # A key of its own, so that the call cache (kept per session) cannot answer the replayed turns.
+        session = session_of(bench.models[target], f"{scenario.id}/{sample}/restart-{uuid.uuid4().hex[:8]}")
+        assert session is not None
     try:
         own = dataclasses.replace(bench, models={**bench.models, target: session})
-        return await _play_one(scenario, target, sample, base, own, store, mode, simulator, progress)
+        return await _play_one(scenario, target, sample, base, own, store, mode, simulator, history, progress,
+                               resumed=resumed)  # fmt: skip
     finally:
         await session.aclose()
 
 
 async def _play_one(
     scenario: Scenario, target: str, sample: int, base: Inputs, bench: Workbench, store: Store, mode: str,
-    simulator: ChatModel | None, progress: ProgressSink | None = None,
+    simulator: ChatModel | None, history: list[Exchange], progress: ProgressSink | None = None, *,
+    resumed: bool = False,
 ) -> int:  # fmt: skip
+    """Play on from `history`; `resumed`: the first turn made now opens a new session of a stateful app."""
     name = bench.models[target].name
-    history = _valid_history(store, scenario, name, sample, base)
     user = (
         SimulatedUser(scenario, simulator, seed=bench.config.seed + sample)
         if mode == "adaptive" and simulator is not None
@@ -171,7 +186,7 @@ async def _play_one(
         exchange = Exchange(
             scenario_id=scenario.id, model=name, sample=sample, turn=turn, beat=said.beat, user=said.text,
             reply=reply.text, usage=reply.usage + said.usage, latency_s=reply.latency_s, error=reply.error,
-            rejected=said.rejected,
+            rejected=said.rejected, new_session=resumed and made == 0,
         )  # fmt: skip
         if reply.text is None:  # the target failed: nothing is stored for this turn, the next run retries it
             end = ("target_error", Reason.PROVIDER_ERROR, f"turn {turn}: {reply.error}")
@@ -186,6 +201,7 @@ async def _play_one(
         else:
             end = _ended(history, scenario, mode)
     stop, reason, detail = end
+    resumed_at = next((e.turn for e in history if e.new_session), None)
     store.put_conversation(
         Conversation(
             scenario_id=scenario.id,
@@ -198,6 +214,8 @@ async def _play_one(
             status="unscored" if reason else "ok",
             reason=reason,
             detail=detail,
+            resumed_in_new_session=resumed_at is not None,
+            resumed_at_turn=resumed_at,
         ),
         base,
     )

@@ -242,8 +242,11 @@ def _expectation_family_rows(exps: pd.DataFrame) -> list[list[str]]:
 
 
 def _stops(conversations: list[Conversation]) -> list[list[Any]]:
+    """Per model, stop reason and status: conversations, and how many of them a stateful app played on in a new
+    session after the run was cut (records.Conversation.resumed_in_new_session)."""
     counts = Counter((c.model, c.stop_reason, c.status) for c in conversations)
-    return [[m, s, st, n] for (m, s, st), n in sorted(counts.items())]
+    resumed = Counter((c.model, c.stop_reason, c.status) for c in conversations if c.resumed_in_new_session)
+    return [[m, s, st, n, resumed[(m, s, st)]] for (m, s, st), n in sorted(counts.items())]
 
 
 def _flow_outcomes(judgments: list[Judgment], models: list[str]) -> list[list[Any]]:
@@ -381,7 +384,14 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
         if end is not None:
             status = f"{end.status}" + (f" ({end.reason.value}: {end.detail})" if end.reason else "")
             lines.append(f"   stopped: {end.stop_reason}; {end.turns} turns; {end.mode} mode; {status}")
+            if end.resumed_in_new_session:
+                lines.append(f"   resumed_in_new_session: the run was cut; turns {end.resumed_at_turn} on went to "
+                             "a new app session that never saw the turns before")  # fmt: skip
         for e in run.by_key[key]:
+            if e.new_session:
+                lines.append(
+                    f"-- resumed in a new app session at turn {e.turn} (the app never saw turns 1-{e.turn - 1})"
+                )
             lines.append(f"[t{e.turn}] user: {e.user}")
             for j in sorted(
                 per_turn.get((*key, e.turn), []), key=lambda j: (j.protocol != "crisis-triage", j.protocol)

@@ -113,6 +113,7 @@ def exchange_row(e: Exchange) -> dict[str, Any]:
         "reply": e.reply,
         "error": e.error,
         "rejected": e.rejected,
+        "new_session": e.new_session,
         "prompt_tokens": e.usage.prompt_tokens,
         "completion_tokens": e.usage.completion_tokens,
         "cost_usd": e.usage.cost_usd,
@@ -185,6 +186,7 @@ def conversation_rows(store: Store) -> list[dict[str, Any]]:
                 "stop_reason": end.stop_reason if end else None,
                 "status": end.status if end else None,
                 "reason": end.reason.value if end and end.reason else None,
+                "resumed_in_new_session": end.resumed_in_new_session if end else None,
                 "turns": len(v.exchanges),
                 "risk_source": v.truth.source,
                 "disclosure_turn": v.truth.disclosure_turn,
@@ -311,6 +313,7 @@ def messages_text(store: Store) -> str:
             "stop_reason": end.stop_reason if end else None,
             "status": end.status if end else None,
             "reason": end.reason if end else None,
+            "resumed_in_new_session": end.resumed_in_new_session if end else None,
             "error": turns[-1].error,
         }
         lines.append({"messages": messages, "metadata": metadata})
