@@ -266,6 +266,32 @@ def load_messages(folder: Path = CORPUS_DIR) -> list[MessageRow]:
     return [row for path in sorted((folder / "messages").glob("*.jsonl")) for row in read_message_file(path)]
 
 
+NEAR_DUPLICATE = 0.8
+"""Cosine of character 4-gram counts at or above which two texts count as near-duplicates."""
+
+
+def _text_of(row: ReplyRow | MessageRow) -> str:
+    return row.reply if isinstance(row, ReplyRow) else "\n".join(row.turns)
+
+
+def near_duplicates(folder: Path = CORPUS_DIR, threshold: float = NEAR_DUPLICATE) -> list[tuple[str, str, float]]:
+    """(id, id, similarity) of rows in different splits whose texts (the reply; the message's turns) are
+    nearly the same, replies and messages checked separately."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    split_of = splits(folder)
+    found = []
+    for rows in (load_replies(folder), load_messages(folder)):
+        texts = [_text_of(r) for r in rows]
+        vec = HashingVectorizer(analyzer="char", ngram_range=(4, 4), n_features=2**20, norm="l2", alternate_sign=False)
+        x = vec.transform(texts)
+        sims = (x @ x.T).tocoo()
+        for i, j, v in zip(sims.row, sims.col, sims.data, strict=True):
+            if i < j and v >= threshold and split_of.get(rows[i].batch) != split_of.get(rows[j].batch):
+                found.append((rows[i].id, rows[j].id, round(float(v), 3)))
+    return sorted(found, key=lambda t: -t[2])
+
+
 def _describe(path: Path) -> str:
     if path.parent.name == "messages":
         msgs = read_message_file(path)
@@ -289,9 +315,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m mheval.training.corpus check FILE... | near-duplicates", file=sys.stderr)
         return 2
     if args[0] == "near-duplicates":
-        from mheval.training.corpus_checks import report_near_duplicates
-
-        return report_near_duplicates()
+        pairs = near_duplicates()
+        for a, b, sim in pairs:
+            print(f"{sim:.2f}  {a} ({splits().get(a.rsplit('-', 1)[0])})  {b} ({splits().get(b.rsplit('-', 1)[0])})")
+        print(f"{len(pairs)} pairs of rows in different splits at similarity >= {NEAR_DUPLICATE}")
+        return 1 if pairs else 0
     status = 0
     for name in args[1:]:
         try:
