@@ -135,3 +135,20 @@ def test_unpaired_when_cases_differ_and_different_models_pair_up(tmp_path):
     assert pooled["p_value"] == pytest.approx(sps.mannwhitneyu(B, A, alternative="two-sided").pvalue)
     assert pooled["diff_low"] < pooled["diff"] < pooled["diff_high"]
     assert "model-x -> model-y" in format_comparison(frame)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_swapping_the_runs_negates_the_difference_and_its_interval(tmp_path, paired):
+    # Run b stores its cases in the opposite order (as a run whose replies finished in another order does):
+    # `compare A B` and `compare B A` must still give the same interval, negated.
+    ids = [f"c{i}" for i in range(8)]
+    b_ids = list(reversed(ids)) if paired else [f"other{i}" for i in range(8)]
+    a = make_run(tmp_path / "a", "m", {0: A}, ids=ids)
+    b = make_run(tmp_path / "b", "m", {0: list(reversed(B))}, ids=b_ids)
+    ab, ba = compare_runs(a, b), compare_runs(b, a)
+    for metric in ("appropriateness", "harmful_rate"):
+        one, other = _row(ab, metric=metric, category=ALL), _row(ba, metric=metric, category=ALL)
+        assert one["n_paired"] == (8 if paired else 0)
+        assert one["diff"] == pytest.approx(-other["diff"], abs=1e-12)
+        assert (one["diff_low"], one["diff_high"]) == pytest.approx((-other["diff_high"], -other["diff_low"]), abs=1e-9)
+        assert one["p_value"] == pytest.approx(other["p_value"], abs=1e-12)

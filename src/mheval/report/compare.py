@@ -136,18 +136,24 @@ def _mannwhitney(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
 
 
-def _unpaired_ci(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> tuple[float | None, float | None]:
+def _unpaired_ci(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> tuple[float | None, float | None]:
+    """Independent bootstraps of each run's mean. A side's seed follows from its own cases (sorted), not
+    from whether it came first, so swapping the runs gives the same replicates and the interval negated."""
     if len(a) < 2 or len(b) < 2:
         return None, None
-    ra = bootstrap_sums(a[:, None], n_boot, seed)[:, 0] / len(a)
-    rb = bootstrap_sums(b[:, None], n_boot, seed + 1)[:, 0] / len(b)
+    a, b = a.sort_index(), b.sort_index()
+    a_first = [str(c) for c in a.index] <= [str(c) for c in b.index]
+    seed_a, seed_b = (seed, seed + 1) if a_first else (seed + 1, seed)
+    ra = bootstrap_sums(a.to_numpy(dtype=float)[:, None], n_boot, seed_a)[:, 0] / len(a)
+    rb = bootstrap_sums(b.to_numpy(dtype=float)[:, None], n_boot, seed_b)[:, 0] / len(b)
     lo, hi, _ = percentile_ci(rb - ra)
     return lo, hi
 
 
 def _compare_cell(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> dict[str, object]:
     """a, b: per-case values indexed by case id."""
-    shared = a.index.intersection(b.index)
+    # Sorted, so the paired resamples do not depend on the order either run stored its cases in.
+    shared = a.index.intersection(b.index).sort_values()
     row: dict[str, object] = {
         "n_a": len(a),
         "n_b": len(b),
@@ -183,7 +189,7 @@ def _compare_cell(a: pd.Series, b: pd.Series, n_boot: int, seed: int) -> dict[st
     if len(av) == 0 or len(bv) == 0:
         row.update(diff=None, diff_low=None, diff_high=None, test="", p_value=None, note="no values in one run")
         return row
-    lo, hi = _unpaired_ci(av, bv, n_boot, seed)
+    lo, hi = _unpaired_ci(a, b, n_boot, seed)
     row.update(
         diff=float(bv.mean() - av.mean()),
         diff_low=lo,
