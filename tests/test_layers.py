@@ -1,0 +1,267 @@
+"""The layers of src/mheval, checked from the code (docs/architecture.md).
+
+The import graph is drawn with `ast` from every module of the package: `import mheval.x`,
+`from mheval.x import y` and relative imports, at module level, inside functions and under
+`if TYPE_CHECKING:` alike (a deferred import is still a dependency). `from package import name` points
+at the submodule `package.name` when one exists, else at the package itself; the parent packages an
+import runs on the way are not counted as arrows.
+
+A *room* is a package directly under `mheval/` (`engine`, `judges`, ...) or a top-level module
+(`verdict`, `cli`, ...); the package root `mheval/__init__.py` is the room `mheval`. Each room sits on
+a layer; an import may point to its own layer or any layer below. An arrow that points up *climbs*.
+The arrows that climb today are listed in KNOWN_CLIMBS, each one debt to remove: a new one fails the
+test, and so does an entry that no longer climbs (delete it, the debt is paid). The same ratchet holds
+for circles of modules inside one room (KNOWN_CIRCLES).
+
+Run `python tests/test_layers.py` for the figures (rooms, arrows, climbs, circles, deferred imports).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import defaultdict
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "mheval"
+
+# Bottom to top. A room may import rooms of its own layer and of the layers below it.
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"errors", "yamlio", "fileio", "textscan", "records", "progress"}),
+    ("core", {"verdict", "protocols", "stats", "resources"}),
+    ("access", {"models", "config"}),
+    ("judging", {"judges"}),
+    ("inputs", {"suites", "dialogues"}),
+    ("store", {"runfolder"}),
+    ("analysis", {"analysis", "training"}),
+    ("running and rating", {"engine", "annotate"}),
+    ("reading", {"report"}),
+    ("surface", {"api", "cli", "inspect", "__main__", "mheval"}),
+]
+LAYER_OF: dict[str, int] = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}
+
+# Module-level arrows that climb a layer today. Each entry is debt to remove (issue 30, "the house"):
+# when the import goes, delete its line here.
+KNOWN_CLIMBS: dict[tuple[str, str], str] = {
+    # debt: the version string sits in the package root, which is the API; move it to a lowest-floor module.
+    ("mheval.engine.identity", "mheval"): "__version__ from the package root",
+    # debt: same as above, for the report's footer.
+    ("mheval.report.html", "mheval"): "__version__ from the package root",
+    # debt: unit hashing (digest) belongs on the lowest floor, not in the engine.
+    ("mheval.dialogues.expectations", "mheval.engine.identity"): "hashing lives in the engine",
+    # debt: same; the flow judgment hashes its inputs through the engine.
+    ("mheval.analysis.flow", "mheval.engine.identity"): "hashing lives in the engine",
+    # debt: conversation judging bounces between dialogues/ and analysis/; one conversations package ends it.
+    ("mheval.dialogues.expectations", "mheval.analysis.expectations"): "multi-turn split over two packages",
+    # debt: same split (expectations read the flow's answers).
+    ("mheval.dialogues.expectations", "mheval.analysis.flow"): "multi-turn split over two packages",
+    # debt: same split (the flow's questions are defined in analysis/).
+    ("mheval.dialogues.flow", "mheval.analysis.flow"): "multi-turn split over two packages",
+    # debt: the run folder's export reads a conversation's stored forms from analysis/.
+    ("mheval.runfolder.export", "mheval.analysis.conversations"): "runfolder reads analysis",
+}
+
+# Circles of modules inside one room (strongly connected components of more than one module, counting
+# only arrows between modules of that room). Each is debt to remove; a new circle fails the test.
+KNOWN_CIRCLES: dict[frozenset[str], str] = {
+    # debt: study and export import each other (export reads a study; the study reads human labels back).
+    frozenset({"mheval.annotate.export", "mheval.annotate.study"}): "study <-> export",
+    # debt: the runner calls conversations and the Ray executor, which reach back for its context and types.
+    frozenset(
+        {"mheval.engine.conversations", "mheval.engine.ray_executor", "mheval.engine.runner"}
+    ): "the runner circle",
+    # debt: the cue tables, the lexicon and its file loader read each other.
+    frozenset(
+        {"mheval.judges.offline.cues", "mheval.judges.offline.lexicon", "mheval.judges.offline.lexicon_files"}
+    ): "lexicon circle",
+    # debt: the harm detector, the offline judge and the reply checks call each other.
+    frozenset(
+        {"mheval.judges.offline.harm", "mheval.judges.offline.judge", "mheval.judges.offline.reply_checks"}
+    ): "offline verdict circle",
+    # debt: the protocol spec renders and checks itself through modules that import the spec.
+    frozenset(
+        {"mheval.protocols.checks", "mheval.protocols.parse", "mheval.protocols.render", "mheval.protocols.spec"}
+    ): "protocol spec circle",
+    # debt: the report's tables and the case and reliability sections import each other.
+    frozenset({"mheval.report.cases", "mheval.report.reliability", "mheval.report.tables"}): "report tables circle",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def room_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "mheval"
+
+
+def _imported(node: ast.AST, module: str, is_package: bool, known: dict[str, Path]) -> Iterator[str]:
+    """The mheval modules one import statement points at."""
+
+    def resolve(name: str) -> str | None:
+        while name not in known and "." in name:
+            name = name.rsplit(".", 1)[0]
+        return name if name in known else None
+
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name == "mheval" or alias.name.startswith("mheval."):
+                target = resolve(alias.name)
+                if target:
+                    yield target
+    elif isinstance(node, ast.ImportFrom):
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            source = ".".join([*base, node.module] if node.module else base)
+        else:
+            source = node.module or ""
+        if not (source == "mheval" or source.startswith("mheval.")):
+            return
+        for alias in node.names:
+            target = resolve(f"{source}.{alias.name}") if f"{source}.{alias.name}" in known else resolve(source)
+            if target:
+                yield target
+
+
+@cache
+def import_graph() -> tuple[dict[str, set[str]], int]:
+    """Arrows module -> module inside mheval, and how many imports of mheval sit inside functions."""
+    known = modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    deferred = 0
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        in_function: set[int] = set()
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                in_function.update(id(n) for n in ast.walk(fn) if n is not fn)
+        for node in ast.walk(tree):
+            targets = [t for t in _imported(node, module, path.name == "__init__.py", known) if t != module]
+            graph[module].update(targets)
+            if targets and id(node) in in_function:
+                deferred += 1
+    return dict(graph), deferred
+
+
+def climbs(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, targets in graph.items() for b in targets if LAYER_OF[room_of(b)] > LAYER_OF[room_of(a)]}
+
+
+def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components (Tarjan) of more than one module, arrows inside one room only."""
+    inner = {a: {b for b in bs if room_of(b) == room_of(a)} for a, bs in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(inner.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for v in sorted(inner):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_room_has_a_layer() -> None:
+    rooms = {room_of(m) for m in modules()}
+    missing = sorted(rooms - set(LAYER_OF))
+    assert not missing, f"give these rooms a layer in LAYERS (tests/test_layers.py, docs/architecture.md): {missing}"
+
+
+def test_the_check_sees_a_climb_and_a_circle() -> None:
+    graph = {
+        "mheval.stats.icc": {"mheval.engine.runner", "mheval.records"},
+        "mheval.engine.runner": {"mheval.engine.units", "mheval.stats.icc"},
+        "mheval.engine.units": {"mheval.engine.runner"},
+    }
+    assert climbs(graph) == {("mheval.stats.icc", "mheval.engine.runner")}
+    assert circles(graph) == [frozenset({"mheval.engine.runner", "mheval.engine.units"})]
+
+
+def test_no_new_import_climbs_a_layer() -> None:
+    graph, _ = import_graph()
+    new = sorted(climbs(graph) - set(KNOWN_CLIMBS))
+    assert not new, "imports that climb a layer (docs/architecture.md says what may import what):\n" + "\n".join(
+        f"  {a} ({room_of(a)}, layer {LAYERS[LAYER_OF[room_of(a)]][0]}) -> {b} "
+        f"({room_of(b)}, layer {LAYERS[LAYER_OF[room_of(b)]][0]})"
+        for a, b in new
+    )
+
+
+def test_known_climbs_are_still_there() -> None:
+    graph, _ = import_graph()
+    paid = sorted(set(KNOWN_CLIMBS) - climbs(graph))
+    assert not paid, "these arrows no longer climb: delete them from KNOWN_CLIMBS:\n" + "\n".join(
+        f"  {a} -> {b}" for a, b in paid
+    )
+
+
+def test_no_new_circle_inside_a_room() -> None:
+    graph, _ = import_graph()
+    found = set(circles(graph))
+    new = sorted(sorted(c) for c in found - set(KNOWN_CIRCLES))
+    gone = sorted(sorted(c) for c in set(KNOWN_CIRCLES) - found)
+    assert not new, "import circles inside one room:\n" + "\n".join(f"  {' <-> '.join(c)}" for c in new)
+    assert not gone, "these circles are gone: delete them from KNOWN_CIRCLES:\n" + "\n".join(
+        f"  {' <-> '.join(c)}" for c in gone
+    )
+
+
+def figures() -> dict[str, int]:
+    graph, deferred = import_graph()
+    room_arrows = {(room_of(a), room_of(b)) for a, bs in graph.items() for b in bs if room_of(a) != room_of(b)}
+    climbing = climbs(graph)
+    return {
+        "modules": len(modules()),
+        "rooms": len({room_of(m) for m in modules()}),
+        "module arrows": sum(len(bs) for bs in graph.values()),
+        "room arrows": len(room_arrows),
+        "climbing module arrows": len(climbing),
+        "climbing room arrows": len({(room_of(a), room_of(b)) for a, b in climbing}),
+        "circles inside a room": len(circles(graph)),
+        "imports of mheval inside functions": deferred,
+    }
+
+
+if __name__ == "__main__":
+    for name, value in figures().items():
+        print(f"{name}: {value}")
+    graph_, _ = import_graph()
+    for a, b in sorted(climbs(graph_)):
+        print(f"climbs: {a} -> {b}")
+    for c in circles(graph_):
+        print(f"circle: {' <-> '.join(sorted(c))}")
+    sys.exit(0)
