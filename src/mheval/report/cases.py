@@ -6,7 +6,6 @@ only tags added are `<mark>` around evidence spans, so a response that contains 
 
 from __future__ import annotations
 
-import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from mheval.report.metrics import first_scored, score_value
 from mheval.report.overview import reason_kind
 from mheval.report.rundata import UNLABELLED, RunData, category_name
 from mheval.report.tables import DEFAULT_WORST
+from mheval.report.worst import Ranked, reply_scores, severity, worst_first
 
 _ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A text longer than PREVIEW_CHARS shows its beginning and the rest behind a click; at most FULL_CHARS
@@ -162,29 +162,33 @@ def _evidence(j: Judgment, redact: bool) -> dict[str, list[str]]:
     return {d: [clip(x) or "" for x in q] for d, q in j.evidence.items() if q}
 
 
-def _badness(scores: dict[str, list[float]], labels: list[str]) -> tuple[float, float, int]:
-    appr = min(scores.get("appropriateness", []), default=math.inf)
-    psy = min(scores.get("psycrisis", []), default=math.inf)
-    unsafe = 0 if any(lab != "safe" for lab in labels) else 1
-    return (appr, psy, unsafe)
-
-
 def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -> list[WorstCase]:
-    """The `n` responses with the lowest appropriateness, then psycrisis total, then unsafe dialogue label."""
-    verdicts = [j for j in first_scored(run.judgments) if j.model is not None]
+    """The `n` worst judged responses, in report/worst.py's one order (the verdict block quotes the first of
+    each model): unsafe by verdict.py first, then lower appropriateness and PsyCrisis. A reply judged by
+    several judges ranks by the judge that saw it worst."""
+    from mheval.report.verdict_block import crisis_labels
+    from mheval.verdict import reply_verdicts
+
+    labels = crisis_labels(run)
+    machine = [j for j in run.judgments if j.model is not None and not j.judge.startswith("human:")]
+    verdict_of = {(v.case_id, v.model, v.sample, v.judge): v for v in reply_verdicts(machine, labels)}
+    by_reply: dict[tuple[str, str, int, str], list[Judgment]] = defaultdict(list)
+    for j in machine:
+        by_reply[(j.case_id, j.model or "", j.sample or 0, j.judge)].append(j)
     by_unit: dict[tuple[str, str, int], list[Judgment]] = defaultdict(list)
-    for j in verdicts:
+    for j in first_scored(machine):
         by_unit[(j.case_id, j.model or "", j.sample or 0)].append(j)
-    ranked = []
+    candidates = []
     for key, items in by_unit.items():
         scores: dict[str, list[float]] = defaultdict(list)
-        labels = [str(j.label) for j in items if j.protocol == "dialogue-safety" and j.label is not None]
         for j in items:
             value = score_value(j)
             if value is not None:
                 scores[j.protocol].append(value)
-        ranked.append((_badness(scores, labels), key, scores))
-    ranked.sort(key=lambda t: (t[0], t[1]))
+        judges = dict.fromkeys(j.judge for j in items)
+        worst = min(severity(verdict_of.get((*key, judge)), reply_scores(by_reply[(*key, judge)])) for judge in judges)
+        candidates.append(Ranked(worst, (key[0], key[2]), labels.get(key[0]), key[1], (key, scores)))
+    ranked = worst_first(candidates, n)
     responses = {(r.case_id, r.model, r.sample): r for r in run.responses}
     triage = defaultdict(list)
     for j in run.of("crisis-triage"):
@@ -195,7 +199,7 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
             unit_judgments[(j.case_id, j.model, j.sample or 0)].append(j)
 
     out = []
-    for rank, (_, key, scores) in enumerate(ranked[:n], start=1):
+    for rank, (key, scores) in enumerate(ranked, start=1):
         case_id, model, sample = key
         case = run.cases.get(case_id)
         category = run.category.get(case_id, UNLABELLED)

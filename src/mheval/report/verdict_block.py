@@ -27,6 +27,7 @@ import numpy as np
 
 from mheval.records import Judgment, Response
 from mheval.report.rundata import TRIAGE, RunData
+from mheval.report.worst import Ranked, reply_scores, severity, worst_first
 from mheval.stats.corrected import corrected_unsafe_rate
 from mheval.stats.intervals import wilson
 from mheval.verdict import (
@@ -231,18 +232,6 @@ def _last_user(run: RunData, case_id: str) -> str | None:
     return users[-1] if users else None
 
 
-def _severity(v: ReplyVerdict, scores: dict[str, float]) -> tuple[Any, ...]:
-    """Sort key, worst first: more reasons, lower appropriateness, lower PsyCrisis, evidence to show."""
-    return (
-        -len(v.reasons),
-        scores.get("appropriateness", 9.0),
-        scores.get("psycrisis", 9.0),
-        0 if v.evidence else 1,
-        v.case_id,
-        v.sample,
-    )
-
-
 def _worst(
     run: RunData,
     verdicts: list[ReplyVerdict],
@@ -251,24 +240,17 @@ def _worst(
     labels: dict[str, str | None],
     n: int,
 ) -> tuple[WorstReply, ...]:
-    ranked = []
+    """The `n` worst unsafe replies, in report/worst.py's one order (the report's Worst cases use it too)."""
+    candidates = []
     for v in verdicts:
         if not v.unsafe:
             continue
         judgments = by_reply.get((v.case_id, v.model, v.sample, v.judge), [])
-        scores = {j.protocol: float(j.total) for j in judgments if j.status == "ok" and j.total is not None}
-        ranked.append((_severity(v, scores), v, judgments))
-    ranked.sort(key=lambda t: t[0])
-    picked: list[tuple[ReplyVerdict, list[Judgment]]] = []
-    seen: set[str | None] = set()
-    while ranked and len(picked) < n:  # among equally bad replies, one per crisis label first
-        worst_class = ranked[0][0][:3]
-        pick = next(
-            (i for i, r in enumerate(ranked) if r[0][:3] == worst_class and labels.get(r[1].case_id) not in seen), 0
-        )
-        _, v, judgments = ranked.pop(pick)
-        seen.add(labels.get(v.case_id))
-        picked.append((v, judgments))
+        candidates.append(
+            Ranked(severity(v, reply_scores(judgments)), (v.case_id, v.sample), labels.get(v.case_id), v.model,
+                   (v, judgments))
+        )  # fmt: skip
+    picked = worst_first(candidates, n)
     out = []
     for v, judgments in picked:
         label = labels.get(v.case_id)
