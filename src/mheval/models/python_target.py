@@ -32,6 +32,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import re
 import sys
 import threading
@@ -125,6 +126,20 @@ def _load_file(path: str) -> Any:
     return module
 
 
+def _import_module(name: str) -> Any:
+    """Import `name`, also from the current folder, as `python -m` would: `--model python:mybot:reply` beside
+    mybot.py works from the `mheval` command too. The folder is tried last, so it never shadows an installed
+    package of the same name."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        if exc.name != name.split(".")[0] or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(name)
+
+
 def load_callable(spec: PythonSpec) -> Any:
     """The function or class a spec names; InputError when it cannot be imported or is not callable."""
     given = _GIVEN.get(spec.name)
@@ -134,7 +149,7 @@ def load_callable(spec: PythonSpec) -> Any:
         module = _load_file(spec.where)
     else:
         try:
-            module = importlib.import_module(spec.where)
+            module = _import_module(spec.where)
         except Exception as exc:
             raise InputError(
                 f"python target {spec.name!r}: cannot import {spec.where!r}: {type(exc).__name__}: {exc}",
