@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from mheval.analysis.agree.inputs import key_text
+from mheval.errors import InputError
 from mheval.stats.corrected import CorrectedEstimate, corrected_mean, corrected_unsafe_rate, rogan_gladen
 
 SMALL_N = 30
@@ -125,6 +126,37 @@ def human_values(labels: pd.DataFrame, measure: Measure) -> dict[UnitKey, float]
     return {k: float(np.mean(v)) for k, v in values.items()}
 
 
+def pair_case_ratings(labels: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
+    """Ratings keyed by case id alone (the form a rater fills in: `id,rater,dimension,value`) given the
+    model and sample of the reply they rate, where the run has one reply of that case (per the model or
+    sample the row does give). A case with several replies is an error naming the column that tells them
+    apart, since guessing would pair a rating with the wrong reply."""
+    given = {c for c in ("model", "sample") if c in labels.columns and (key_text(labels[c]) != "").all()}
+    replies = judgments[judgments["model"].notna()] if "model" in judgments.columns else judgments.iloc[:0]
+    if given == {"model", "sample"} or replies.empty:
+        return labels  # keyed by reply already, or the run judged cases (triage), not replies
+    units = sorted(set(_keys(replies, "case_id")))
+    of_case: dict[str, list[UnitKey]] = {}
+    for unit in units:
+        of_case.setdefault(unit[0], []).append(unit)
+    out = labels.copy()
+    model = key_text(out["model"]) if "model" in given else pd.Series([""] * len(out), index=out.index)
+    sample = key_text(out["sample"]) if "sample" in given else pd.Series([""] * len(out), index=out.index)
+    filled_model, filled_sample = [], []
+    for cid, m, smp in zip(out["id"].astype(str), model, sample, strict=True):
+        mine = [u for u in of_case.get(cid, []) if (not m or u[1] == m) and (not smp or u[2] == smp)]
+        if len(mine) > 1:
+            missing = [c for c, i in (("model", 1), ("sample", 2)) if len({u[i] for u in mine}) > 1]
+            raise InputError(
+                f"case {cid} has {len(mine)} judged replies in the run and the ratings do not say which one "
+                f"they rate: add a {' and a '.join(f'`{c}`' for c in missing)} column",
+                field=missing[0],
+            )
+        filled_model.append(mine[0][1] if mine else m)
+        filled_sample.append(mine[0][2] if mine else smp)
+    return out.assign(model=filled_model, sample=filled_sample)
+
+
 @dataclass(frozen=True)
 class CorrectedRow:
     measure: str
@@ -215,6 +247,7 @@ def corrected_report(
     assert frame is not None
     if "protocol" in frame.columns:
         frame = frame[frame["protocol"].astype(str) == protocol]
+    labels = pair_case_ratings(labels, frame)
     notes: list[str] = []
     rows: list[CorrectedRow] = []
     for m in measures(protocol):
@@ -240,5 +273,13 @@ def corrected_report(
                 notes.append(f"{judge}, {m.name}: {rated_unjudged} rated unit(s) the judge did not score left out")
     if not rows:
         notes.append(f"no measure of {protocol} has both judge values and human ratings")
+    if rows and not any(r.estimate.n_human for r in rows):
+        # Every figure would be empty: say why and stop, rather than print a table of blanks.
+        rated = sorted(set(labels["id"].astype(str)))
+        raise InputError(
+            f"none of the {len(rated)} rated case(s) ({', '.join(rated[:3])}{', ...' if len(rated) > 3 else ''}) "
+            f"is a unit the run judged under {protocol}: check the ids (and the model and sample columns)",
+            field="id",
+        )
     return CorrectedReport(protocol, "stratified" if strata is not None else "random", tuple(rows),
                            tuple(dict.fromkeys(notes)))  # fmt: skip
