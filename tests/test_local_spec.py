@@ -91,4 +91,7 @@ def test_threads_follow_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_generation_stats_line() -> None:
     stats = GenerationStats(model="local/smollm2", slots=4, calls=10, completion_tokens=1500, busy_s=12.5)
     assert stats.tokens_per_s == 120.0
-    assert stats.line() == "local/smollm2: generation took 12.5 s at 120.0 tokens/s (10 calls, 1500 tokens, 4 slots)"
+    assert stats.line() == (
+        "local/smollm2: generation took 12.5 s at 120.0 completion tokens/s "
+        "(10 calls, 1,500 completion tokens, 4 slots)"
+    )

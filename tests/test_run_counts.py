@@ -131,7 +131,10 @@ def test_plain_progress_lines_when_stderr_is_a_pipe_and_quiet_silences_them(tmp_
     lines = [ln for ln in shown.stderr.splitlines() if ln.startswith("progress: ")]
     assert lines, shown.stderr
     last = [ln for ln in lines if ln.startswith("progress: judge ")][-1]
-    assert re.match(r"progress: judge 3/3 \(100%\) · [\d.]+/s · 0 calls · 0 failed · 0 tokens · \d+s$", last), last
+    expected = (
+        r"progress: judge 3/3 \(100%\) · [\d.]+/s · 0 failed · 0 model calls, 0 tokens \(prompt \+ completion\) · \d+s$"
+    )
+    assert re.match(expected, last), last
     assert "\x1b[" not in shown.stderr  # no terminal codes in a log
     for quiet_args, env in ((("--quiet",), {}), ((), {"MHEVAL_QUIET": "1"})):
         out = tmp_path / f"q{len(env)}"

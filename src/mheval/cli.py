@@ -149,13 +149,11 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
     with progress_for(err, quiet) as progress:  # a bar on a terminal, plain lines elsewhere, or nothing
         result = evaluate(config=cfg, stages=stages, responses=responses, progress=progress)
+    from mheval.progress import spent_text
+
     counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
-    err.print(
-        f"done in {result.seconds:.1f}s: {counts}; {result.model_calls} model calls, "
-        f"{result.cache_hits} answered from cache",
-        highlight=False,
-        markup=False,
-    )
+    spent = spent_text(result.model_calls, result.usage, result.cache_hits)
+    err.print(f"done in {result.seconds:.1f}s: {counts}; {spent}", highlight=False, markup=False, soft_wrap=True)
     from mheval.models.local import take_generation_stats
 
     for stats in take_generation_stats():  # the embedded targets' speed ("generation took X s at Y tokens/s")

@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from rich.console import Console
@@ -26,6 +26,21 @@ from mheval.records import Usage
 # Redraw at most this often: rich's update costs about 0.2 ms, as much as a whole judgment should.
 REFRESH_S = 0.1
 
+Spent = Callable[[], tuple[int, Usage]]
+"""The model calls a run has made so far and their tokens (engine.runner.ProgressSink.watch)."""
+
+
+def _nothing_spent() -> tuple[int, Usage]:
+    return 0, Usage()
+
+
+def spent_text(calls: int, usage: Usage, cache_hits: int | None = None) -> str:
+    """The run's model calls and their tokens, labelled the same in the progress and the closing line."""
+    hits = f" ({cache_hits:,} answered from cache)" if cache_hits is not None else ""
+    cost = f", ${usage.cost_usd:.4f}" if usage.cost_usd else ""
+    tokens = usage.prompt_tokens + usage.completion_tokens
+    return f"{calls:,} model calls{hits}, {tokens:,} tokens (prompt + completion){cost}"
+
 
 class RichProgress:
     """Implements engine.runner.ProgressSink. Use as a context manager.
@@ -33,12 +48,10 @@ class RichProgress:
     `advance` only counts; the bar is brought up to date at most every REFRESH_S and at the end."""
 
     def __init__(self, console: Console) -> None:
-        self._prompt = 0
-        self._completion = 0
-        self._cost = 0.0
+        self._spent: Spent = _nothing_spent
         self._bar = Progress(
             TextColumn("[bold]{task.description:<9}"),
-            BarColumn(),
+            BarColumn(bar_width=20),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]:>8}"),
             TimeElapsedColumn(),
@@ -54,8 +67,11 @@ class RichProgress:
 
     @property
     def usage(self) -> Usage:
-        """Tokens and cost so far."""
-        return Usage(prompt_tokens=self._prompt, completion_tokens=self._completion, cost_usd=self._cost)
+        """Tokens and cost of the run's model calls so far."""
+        return self._spent()[1]
+
+    def watch(self, spent: Spent) -> None:
+        self._spent = spent
 
     def __enter__(self) -> RichProgress:
         self._bar.start()
@@ -70,17 +86,13 @@ class RichProgress:
         self._tasks[stage] = self._bar.add_task(stage, total=total, rate="", tokens="")
 
     def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None:
-        if usage is not None:
-            self._prompt += usage.prompt_tokens
-            self._completion += usage.completion_tokens
-            self._cost += usage.cost_usd
         self._pending[stage] = self._pending.get(stage, 0) + 1
         if time.monotonic() - self._last >= REFRESH_S:
             self._refresh()
 
     def _refresh(self) -> None:
         self._last = time.monotonic()
-        tokens = f"{self._prompt + self._completion:,} tok" + (f" ${self._cost:.4f}" if self._cost else "")
+        tokens = spent_text(*self._spent())
         for stage, count in self._pending.items():
             task_id = self._tasks[stage]
             self._bar.advance(task_id, count)
@@ -97,20 +109,22 @@ class PlainProgress:
     """Implements engine.runner.ProgressSink for a stderr that is not a terminal: one plain line per
     stage every `every_s` seconds, and one when a stage ends, e.g.
 
-        progress: judge 120/400 (30%) · 11.8/s · 118 calls · 2 failed · 45,678 tokens · 10s
+        progress: judge 120/400 (30%) · 11.8/s · 2 failed · 318 model calls, 45,678 tokens (prompt + completion) · 10s
 
-    `calls` counts the units that used a model (tokens > 0; the offline judge and cache-free replays use
-    none), `failed` the units that came back failed or unscored. A stage with no known total (a multi-turn
-    run's turns) shows its count alone. Use as a context manager."""
+    `failed` counts the stage's units that came back failed or unscored; the model calls and tokens are the
+    whole run's so far (cache hits and the offline judge make none), the numbers the closing line ends with.
+    A stage with no known total (a multi-turn run's turns) shows its count alone. Use as a context manager."""
 
     def __init__(self, stream: IO[str], every_s: float = PLAIN_EVERY_S) -> None:
         self._stream = stream
         self._every = every_s
         self._stages: dict[str, dict[str, float]] = {}
         self._order: list[str] = []
-        self._tokens = 0
-        self._cost = 0.0
+        self._spent: Spent = _nothing_spent
         self._last = time.monotonic()
+
+    def watch(self, spent: Spent) -> None:
+        self._spent = spent
 
     def __enter__(self) -> PlainProgress:
         return self
@@ -121,7 +135,7 @@ class PlainProgress:
                 self._line(stage)
 
     def start(self, stage: str, total: int | None) -> None:
-        self._stages[stage] = {"total": -1 if total is None else total, "done": 0, "calls": 0, "failed": 0,
+        self._stages[stage] = {"total": -1 if total is None else total, "done": 0, "failed": 0,
                                "started": time.monotonic()}  # fmt: skip
         if stage not in self._order:
             self._order.append(stage)
@@ -133,11 +147,6 @@ class PlainProgress:
             counts = self._stages[stage]
         counts["done"] += 1
         counts["failed"] += int(failed)
-        if usage is not None:
-            used = usage.prompt_tokens + usage.completion_tokens
-            counts["calls"] += int(used > 0)
-            self._tokens += used
-            self._cost += usage.cost_usd
         if counts["done"] == counts["total"]:  # the stage's last unit: its final line now
             counts["ended"] = 1
             self._line(stage)
@@ -153,10 +162,9 @@ class PlainProgress:
         elapsed = max(time.monotonic() - c["started"], 1e-9)
         done, total = int(c["done"]), int(c["total"])
         share = f"{done}" if total < 0 else f"{done}/{total}" + (f" ({100 * done / total:.0f}%)" if total else "")
-        cost = f" · ${self._cost:.4f}" if self._cost else ""
         self._stream.write(
-            f"progress: {stage} {share} · {done / elapsed:.1f}/s · {int(c['calls'])} calls · "
-            f"{int(c['failed'])} failed · {self._tokens:,} tokens{cost} · {elapsed:.0f}s\n"
+            f"progress: {stage} {share} · {done / elapsed:.1f}/s · {int(c['failed'])} failed · "
+            f"{spent_text(*self._spent())} · {elapsed:.0f}s\n"
         )
         self._stream.flush()
 

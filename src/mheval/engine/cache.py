@@ -91,6 +91,7 @@ class CachedModel:
         self.endpoint = model.endpoint
         self.hits = 0
         self.misses = 0
+        self.usage = Usage()  # the tokens of the calls made (misses), as the providers reported them
         self._owner = owner  # a session's calls count on the target it belongs to
         # A session of a stateful app (models/base.py): what a conversation cut mid-way does on resume.
         self.stateful: bool = bool(getattr(model, "stateful", False))
@@ -129,6 +130,7 @@ class CachedModel:
             messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
         )
         completion.text = valid_text(completion.text)  # whatever the target: the cache keeps valid text only
+        counts.usage = counts.usage + completion.usage
         self.store.cache_put(
             key,
             {

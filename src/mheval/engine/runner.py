@@ -73,6 +73,9 @@ class ProgressSink(Protocol):
 
     def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None: ...
 
+    # Optional: `watch(spent)` where spent() gives the model calls this run has made so far and their tokens,
+    # the numbers the run ends with (RunResult.model_calls and usage), so progress and the end agree.
+
 
 class _Silent:
     def start(self, stage: str, total: int | None) -> None:
@@ -104,8 +107,9 @@ class RunPlan:
 class RunResult:
     run_dir: Path
     counts: dict[str, int] = field(default_factory=dict)
-    model_calls: int = 0
+    model_calls: int = 0  # the calls this run made to models (targets and LLM judges), cache hits not counted
     cache_hits: int = 0
+    usage: Usage = field(default_factory=Usage)  # prompt and completion tokens of those calls, as reported
     seconds: float = 0.0
     # Units done again because what decided them changed, by component (engine/identity.py).
     redone: dict[str, int] = field(default_factory=dict)
@@ -314,6 +318,13 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
 
                 executor = await stack.enter_async_context(RayExecutor(config, store, wanted))
             names, cases = list(judges), plan.suite.cases
+
+            def spent() -> tuple[int, Usage]:
+                usage = sum((m.usage for m in models.values()), Usage())
+                return sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0), usage
+
+            if hasattr(progress, "watch"):
+                progress.watch(spent)
             digests = {name: judge_digest(name, config) for name in names}
             if plan.scenarios:
                 await _dialogues(plan, store, bench, digests, targets, simulator, progress)
@@ -329,7 +340,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 _retire_stale(store, cases)
             if config.panel:
                 _panels(plan, store, names)
-            calls = sum(m.misses for m in models.values()) + getattr(executor, "model_calls", 0)
+            calls, usage = spent()
             hits = sum(m.hits for m in models.values()) + getattr(executor, "cache_hits", 0)
         return RunResult(
             run_dir=run_dir,
@@ -344,6 +355,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             },
             model_calls=calls,
             cache_hits=hits,
+            usage=usage,
             seconds=time.perf_counter() - started,
             redone=dict(redone.counts),
             provider_errors=store.provider_errors(),

@@ -197,8 +197,8 @@ class GenerationStats:
 
     def line(self) -> str:
         return (
-            f"{self.model}: generation took {self.busy_s:.1f} s at {self.tokens_per_s:.1f} tokens/s "
-            f"({self.calls} calls, {self.completion_tokens} tokens, {self.slots} slots)"
+            f"{self.model}: generation took {self.busy_s:.1f} s at {self.tokens_per_s:.1f} completion tokens/s "
+            f"({self.calls} calls, {self.completion_tokens:,} completion tokens, {self.slots} slots)"
         )
 
 
