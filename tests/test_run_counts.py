@@ -64,7 +64,7 @@ def test_multiturn_run_counts_conversations_turns_judges_and_tokens(tmp_path, fa
     tokens = re.search(r"<span>tokens \(prompt \+ completion\)</span>([\d,]+) \+ ([\d,]+)", run_section)
     assert tokens is not None and int(tokens.group(1).replace(",", "")) > 0
     # The terminal summary and its JSON.
-    text = summary_text(result.run_dir)
+    text = " ".join(summary_text(result.run_dir).split())  # prose lines are wrapped at word boundaries
     assert "1 conversations (0 unscored), 4 turns (1 en)" in text and "0 cases" not in text
     assert f"models: {target} | judges: {judge}" in text and f"{judgments} judgments" in text
     shown = CliRunner().invoke(app, ["summary", str(result.run_dir), "--format", "json"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,10 +29,22 @@ app.add_typer(suites_app, name="suites")
 app.add_typer(protocols_app, name="protocols")
 app.add_typer(annotate_app, name="annotate")
 
-out = Console()
-if not out.is_terminal:  # piped or in CI: wide enough that tables are not folded into narrow columns
-    out = Console(width=200)
-err = Console(stderr=True)
+PIPED_WIDTH = 120
+"""Where output goes to a file or a CI log and COLUMNS is not set: the width tables are laid out in."""
+
+
+def _console(stderr: bool = False) -> Console:
+    """A console whose prose is never cut at its width (soft wrap: a line is printed whole; summary and
+    verdict texts wrap themselves at word boundaries), and whose tables fit the terminal, COLUMNS, or
+    PIPED_WIDTH where there is neither."""
+    console = Console(stderr=stderr, soft_wrap=True)
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
+        console = Console(stderr=stderr, soft_wrap=True, width=PIPED_WIDTH)
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
 
 # Exit codes: 2 bad input (errors.InputError), 3 a finished run with units that failed at the provider, or
 # with nothing to read (every conversation failed in the simulator, or no unit could be judged).
@@ -169,7 +182,10 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     try:  # a report that fails must not hide a finished run: its results are in the store either way
         from mheval.report.html import write_report
 
-        out.print(f"report: {write_report(result.run_dir).resolve()}", highlight=False, markup=False, soft_wrap=True)
+        report = write_report(result.run_dir).resolve()
+        # The answer last, then where to read more: the verdict, then the report's path.
+        out.print(_verdict_brief(result.run_dir), highlight=False, markup=False)
+        out.print(f"report: {report}", highlight=False, markup=False, soft_wrap=True)
     except Exception as exc:
         err.print(
             f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} (try `mheval report RUN`)",
@@ -186,6 +202,14 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         )
     if result.provider_errors or result.problems:
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
+
+
+def _verdict_brief(run_dir: Path) -> str:
+    from mheval.report.rundata import load_run
+    from mheval.report.summary import run_verdict
+    from mheval.report.verdict_view import verdict_brief
+
+    return verdict_brief(run_verdict(load_run(run_dir)))
 
 
 def _print_summary(run_dir: Path) -> None:
@@ -405,7 +429,9 @@ def export(
         typer.Option(
             "--table",
             "-t",
-            help="cases, responses, judgments or exchanges (default: judgments; exchanges for --format messages).",
+            help="cases, responses, judgments, verdicts (one row per reply and judge: unsafe, reasons, harm "
+            "category, evidence, probability), exchanges or conversations (default: judgments; exchanges for "
+            "--format messages).",
         ),
     ] = None,
     output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,

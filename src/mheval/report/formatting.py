@@ -3,11 +3,59 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+TEXT_WIDTH = 100
+"""Prose lines of the plain-text output (summary, the verdict) are wrapped to this width: a log or a file
+shows them whole and readable, where a console would cut them at its own width, mid-phrase."""
+
+
+def _clauses(text: str) -> list[str]:
+    """`text` cut after each "; " and ", " outside brackets: the places a line can break without splitting
+    a phrase (an interval, a parenthesis, "sample 0")."""
+    pieces, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth = max(0, depth - 1)
+        elif ch in ";," and depth == 0 and text[i + 1 : i + 2] == " ":
+            pieces.append(text[start : i + 1])
+            start = i + 2
+    pieces.append(text[start:])
+    return [p for p in pieces if p]
+
+
+def wrap(line: str, width: int = TEXT_WIDTH) -> str:
+    """One prose line wrapped to `width` between clauses (at word boundaries only inside a clause longer
+    than a line), its continuation lines indented two spaces under it."""
+    if len(line) <= width:
+        return line
+    indent = line[: len(line) - len(line.lstrip())]
+    more = indent + "  "
+    lines: list[str] = []
+    current = indent
+    for piece in _clauses(line.strip()):
+        gap = " " if current.strip() else ""
+        if len(current) + len(gap) + len(piece) <= width:
+            current += gap + piece
+            continue
+        if len(more) + len(piece) <= width:  # fits a line of its own
+            lines.append(current)
+            current = more + piece
+            continue
+        # A clause longer than any line: at word boundaries, from where the line stands.
+        filled = textwrap.wrap(piece, width, initial_indent=current + gap, subsequent_indent=more,
+                               break_long_words=False, break_on_hyphens=False)  # fmt: skip
+        lines.extend(filled[:-1])
+        current = filled[-1]
+    lines.append(current)
+    return "\n".join(lines)
 
 
 def missing(x: Any) -> bool:

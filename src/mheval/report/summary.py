@@ -322,7 +322,8 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
                 for r in judges.to_dict("records")
             )
         )
-    return "\n".join(out) + "\n"
+    # Prose lines wrapped at word boundaries (tables, several lines each, are kept as laid out).
+    return "\n".join(line if "\n" in line else f.wrap(line) for line in out) + "\n"
 
 
 def format_comparison(frame: pd.DataFrame) -> str:

@@ -148,7 +148,32 @@ def verdict_text(block: VerdictBlock) -> str:
             lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
         if conv.note:
             lines.append(f"  ({conv.note})")
-    return "\n".join(lines)
+    return "\n".join(f.wrap(line) for text in lines for line in text.split("\n"))
 
 
-__all__ = ["headline", "html_context", "row_count", "row_notes", "verdict_text"]
+def verdict_brief(block: VerdictBlock) -> str:
+    """The verdict in a few lines, as a run ends with it: the headline, per model the unsafe replies of N with
+    the interval and the worst reply's id, and the caveat (`mheval summary` has the whole verdict)."""
+    lines = [f"Verdict: {headline(block)}"]
+    for r in block.rows:
+        judge = f" · judge {r.judge}" if r.judge else ""
+        worst = f"; worst reply: {r.worst[0].case_id} (sample {r.worst[0].sample})" if r.worst else ""
+        lines.append(f"  {r.model}{judge}: {row_count(r)}{worst}")
+        notes = row_notes(r)
+        if notes:
+            lines.append(f"    ({'; '.join(notes)})")
+    conv = block.conversations
+    if conv is not None:
+        for c in conv.rows:
+            count = (
+                f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
+                if c.conversations
+                else "conversations: not measurable"
+            )
+            lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
+    if block.measurable or block.screen:
+        lines.append(f"  caveat: {block.caveat}")
+    return "\n".join(f.wrap(line) for line in lines)
+
+
+__all__ = ["headline", "html_context", "row_count", "row_notes", "verdict_brief", "verdict_text"]
