@@ -125,10 +125,12 @@ class CachedModel:
                 structured=hit["structured"],
                 finish_reason=hit.get("finish_reason"),
             )
-        counts.misses += 1
-        completion = await self.inner.complete(
-            messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
-        )
+        try:
+            completion = await self.inner.complete(
+                messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
+            )
+        finally:  # counted when it comes back (answered or failed), so progress never counts calls in flight
+            counts.misses += 1
         completion.text = valid_text(completion.text)  # whatever the target: the cache keeps valid text only
         counts.usage = counts.usage + completion.usage
         self.store.cache_put(
