@@ -1,4 +1,9 @@
-"""Bad input through the real console entry point: one clear line, exit code 2, nothing written."""
+"""Bad input: one clear line, exit code 2, nothing written.
+
+Most commands run in-process through the console entry point's own path (tests/cli_inprocess.py: `main`'s
+exit code 2 and its one line); the tests of how that line is printed run the real entry point
+(`python -m mheval`) in a subprocess.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import Ran
+from cli_inprocess import mheval as _inprocess
 
-def mheval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
+
+def mheval(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Ran:
+    return _inprocess(*args, cwd=cwd, env=env)
+
+
+def entry_point(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real console entry point, for what only it shows: how the error line is printed."""
+    return subprocess.run([sys.executable, "-m", "mheval", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ), stdin=subprocess.DEVNULL)  # fmt: skip
 
 
 def _write(path: Path, text: str | bytes) -> Path:
@@ -151,7 +157,7 @@ def test_bad_inputs_exit_2_and_leave_no_run_folder(tmp_path, suite, make, expect
 
 def test_user_text_is_never_read_as_markup(tmp_path):
     bad = _write(tmp_path / "label.jsonl", '{"id": "[/x]", "text": "hi", "crisis_label": "[/x] [bold]:smile:"}\n')
-    result = mheval(
+    result = entry_point(
         "triage", "--suite", f"jsonl:{bad}", "--judge", "offline", "--out", str(tmp_path / "r"), cwd=tmp_path
     )
     assert result.returncode == 2, result.stderr
@@ -159,10 +165,10 @@ def test_user_text_is_never_read_as_markup(tmp_path):
     assert "unknown crisis_label '[/x] [bold]:smile:'" in result.stderr
 
     good = _write(tmp_path / "ids.jsonl", '{"id": "[/x]", "text": "a [red]plain[/red] day"}\n')
-    result = mheval("suites", "show", f"jsonl:{good}", cwd=tmp_path)
+    result = entry_point("suites", "show", f"jsonl:{good}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "[/x]" in result.stdout and "a [red]plain[/red] day" in result.stdout
-    result = mheval(
+    result = entry_point(
         "triage",
         "--suite",
         f"jsonl:{good}",
@@ -179,7 +185,7 @@ def test_user_text_is_never_read_as_markup(tmp_path):
 
 def test_error_text_keeps_its_brackets(tmp_path):
     ds = _write(tmp_path / "ds.jsonl", '{"id": 1, "context": "before any marker[seeker]hello"}\n')
-    result = mheval("suites", "show", f"dialogue-safety:{ds}", cwd=tmp_path)
+    result = entry_point("suites", "show", f"dialogue-safety:{ds}", cwd=tmp_path)
     assert result.returncode == 2
     assert "[seeker]/[supporter]" in result.stderr, result.stderr
 

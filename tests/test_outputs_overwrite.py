@@ -1,19 +1,19 @@
 """Outputs never replace a run's own files, nor a user's file unless asked (--overwrite), and are written whole.
 
-Through the real console entry point (`python -m mheval`), so the exit code and the one-line message
-are what a user sees.
+The commands run in-process through the console entry point's own path (tests/cli_inprocess.py: exit code 2
+and the one line `main` prints for bad input); tests/test_cli_errors.py runs the entry point itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_inprocess import Ran
+from cli_inprocess import mheval as _mheval
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe
 from mheval.records import Case, Judgment, Response, Turn
@@ -22,15 +22,8 @@ from mheval.runfolder.store import Store
 RUN_FILES = ("run.db", "run.db-wal", "run.db-shm", "config.yaml", ".mheval.lock", "human_labels.csv")
 
 
-def mheval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+def mheval(*args: str, cwd: Path) -> Ran:
+    return _mheval(*args, cwd=cwd)
 
 
 def _digest(folder: Path) -> dict[str, str]:

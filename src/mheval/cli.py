@@ -137,15 +137,19 @@ FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or c
 REPORT_FORMATS = ("table", "json", "csv")
 
 
+def input_error_line(exc: InputError) -> Text:
+    """The one line bad input is told with. The message quotes the user's data (ids, labels, paths) and our
+    own bracketed text (`pip install 'mheval[local]'`, `[seeker]`): as a Text it prints as written, never
+    read as rich markup or :emoji: codes."""
+    return Text.assemble(("error:", "bold red"), " ", str(exc))
+
+
 def main() -> None:
     """Console-script entry point: bad input is one clear line on stderr and exit code 2."""
     try:
         app()
     except InputError as exc:
-        # The message quotes the user's data (ids, labels, paths) and our own bracketed text
-        # (`pip install 'mheval[local]'`, `[seeker]`): as a Text it prints as written, never read as
-        # rich markup or :emoji: codes.
-        err.print(Text.assemble(("error:", "bold red"), " ", str(exc)), soft_wrap=True)
+        err.print(input_error_line(exc), soft_wrap=True)
         sys.exit(2)
 
 
