@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import Ran, mheval
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.runner import run
@@ -51,16 +52,9 @@ def _write_cases(path: Path, cases: list[dict]) -> str:
     return f"jsonl:{path}"
 
 
-def _mheval(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MHEVAL_QUIET": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
+def _mheval(*args: str) -> Ran:
+    """The command in-process (tests/cli_inprocess.py); the tests of several processes start real ones."""
+    return mheval(*args, env={"MHEVAL_QUIET": "1", "COLUMNS": "200"})
 
 
 THREE = [
