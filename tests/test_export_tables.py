@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from cli_inprocess import Ran, mheval
 from mheval.dialogues.scenario import parse_scenario
 from mheval.errors import InputError
 from mheval.records import Case, Conversation, Exchange, Judgment, Response, Turn, Usage
@@ -196,10 +195,8 @@ def test_messages_need_conversations(store, tmp_path):
     assert not target.exists() and not list(tmp_path.glob(".*.tmp"))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", "export", *args], capture_output=True, text=True, timeout=120
-    )
+def _cli(*args: str) -> Ran:
+    return mheval("export", *args)  # in-process (tests/cli_inprocess.py)
 
 
 def test_cli_export_messages_defaults_to_the_conversations_and_refuses_other_tables(store, tmp_path):

@@ -4,15 +4,13 @@ code 3 when a finished run has nothing to read. Runs against the loopback fake s
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from cli_inprocess import Ran, mheval
 from fake_openai import FakeOpenAI, reply, respond
 from mheval.cli import app
 from mheval.records import Usage
@@ -84,12 +82,9 @@ def test_multiturn_run_counts_conversations_turns_judges_and_tokens(tmp_path, fa
     assert sum(e == ("advance", "flow", None) for e in events) >= 1  # each conversation judged whole
 
 
-def _mheval(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    inherited = {k: v for k, v in os.environ.items() if k != "MHEVAL_QUIET"}  # CI sets it; each test sets its own
-    env = {**inherited, "COLUMNS": "200", **env}
-    command = [sys.executable, "-m", "mheval", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
-                          stdin=subprocess.DEVNULL)  # fmt: skip
+def _mheval(*args: str, cwd: Path, **env: str) -> Ran:
+    """The command in-process (tests/cli_inprocess.py); MHEVAL_QUIET unset (CI sets it), each test sets its own."""
+    return mheval(*args, cwd=cwd, env={"MHEVAL_QUIET": "", "COLUMNS": "200", **env})
 
 
 def test_every_conversation_failing_in_the_simulator_exits_3_and_says_so(tmp_path, fake_openai, world):
