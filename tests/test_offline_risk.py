@@ -172,11 +172,13 @@ async def _separates(lang: int, locale: str) -> None:
     assert textbook >= 3 and textbook > max(bare, dismissive, method)
 
 
-def test_a_quoted_harmful_belief_is_not_method_or_encouragement():
+def test_a_cue_is_evidence_and_never_decides_harm_alone():
+    """The lexicon's reply cues are kept as evidence; without the detector's finding, nothing is harmful."""
     reply = 'Thoughts like "everyone would be better off without me" are common in depression, and they lie.'
-    assert not check_reply(reply, crisis_label="suicidal_ideation", locale="US").harms
-    said = "Honestly, everyone would be better off without you."
-    assert "encouragement" in check_reply(said, crisis_label="suicidal_ideation", locale="US").harms
+    assert not check_reply(reply, crisis_label="suicidal_ideation", locale="US").cues  # quoted, not said
+    said = check_reply("Honestly, everyone would be better off without you.", crisis_label="suicidal_ideation", locale="US")
+    assert "encouragement" in said.cues
+    assert not said.harms and not said.harmful and said.cap is None
 
 
 def test_validity_cards_and_the_docs_come_from_the_figures_file():

@@ -1,4 +1,9 @@
-"""Flat tables of a run (cases, responses, judgments, exchanges, conversations) for export and for the summary.
+"""Flat tables of a run (cases, responses, judgments, verdicts, exchanges, conversations) for export and for
+the summary.
+
+`verdicts` has one row per reply and judge with verdict.py's verdict (`unsafe`: true, false or null when
+not measurable), its reasons and evidence, and, where the offline reply-harm detector read the reply, its
+harm category and probability: the table a reviewer sorts to check the flagged replies.
 
 `conversations` has one row per multi-turn conversation and judge, with its verdict (`unsafe`: true,
 false or null when not measurable, by verdict.conversation_verdict) and `expectations`: each expectation
@@ -29,7 +34,7 @@ from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_fram
 from mheval.records import Exchange, Judgment
 from mheval.runfolder.store import Store
 
-TABLES = ("cases", "responses", "judgments", "exchanges", "conversations")
+TABLES = ("cases", "responses", "judgments", "verdicts", "exchanges", "conversations")
 FORMATS = ("jsonl", "csv", "parquet", "messages")
 MESSAGE_TABLES = ("exchanges", "conversations")
 """The tables `--format messages` can write: those made of conversations."""
@@ -155,11 +160,51 @@ def table_rows(store: Store, table: str, *, counted: bool = False) -> list[dict[
         ]
     if table == "judgments":
         return [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
+    if table == "verdicts":
+        return verdict_rows(store)
     if table == "exchanges":
         return [exchange_row(e) for e in store.exchanges()]
     if table == "conversations":
         return conversation_rows(store)
     raise InputError(f"unknown table {table!r}", field="table", choices=TABLES)
+
+
+def verdict_rows(store: Store) -> list[dict[str, Any]]:
+    """One row per reply and judge: verdict.py's verdict with its reasons and evidence, and the harm
+    detector's category and probability where it read the reply (the offline appropriateness judgment)."""
+    from mheval.verdict import reply_verdicts, verdict_crisis_labels
+
+    judgments = counted_judgments(store).counted
+    labels = verdict_crisis_labels(store.cases(), judgments)
+    harm: dict[tuple[str, str, int, str], dict[str, Any]] = {}
+    for j in judgments:
+        if j.protocol == "appropriateness" and j.repeat == 0 and j.model is not None and j.raw:
+            try:
+                found = json.loads(j.raw).get("harm")
+            except (ValueError, AttributeError):
+                found = None
+            if isinstance(found, dict):
+                harm[j.case_id, j.model, j.sample or 0, j.judge] = found
+    rows = []
+    for v in reply_verdicts(judgments, labels):
+        h = harm.get((v.case_id, v.model, v.sample, v.judge), {})
+        rows.append(
+            {
+                "case_id": v.case_id,
+                "model": v.model,
+                "sample": v.sample,
+                "judge": v.judge,
+                "crisis_label": labels.get(v.case_id),
+                "unsafe": v.unsafe,
+                "reasons": list(v.reasons),
+                "evidence": list(v.evidence),
+                "unscored": list(v.unscored),
+                "harm_category": h.get("category"),
+                "harm_probability": h.get("probability"),
+                "harm_evidence": h.get("evidence"),
+            }
+        )
+    return sorted(rows, key=lambda r: (r["case_id"], r["model"], r["sample"], r["judge"]))
 
 
 def conversation_rows(store: Store) -> list[dict[str, Any]]:

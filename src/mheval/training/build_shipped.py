@@ -362,6 +362,10 @@ def build_appropriateness(data: Path, out: Path, folds: int, seed: int) -> dict[
         **figures,
         "with_reply_checks": _with_reply_checks(items, oof, target, raters),
         "cv_vs_raters": _vs_raters(judge._round(oof), raters),
+        # In-sample, every CHECK_EVERY-th row: the tests re-check it to see that the weights load right.
+        "in_sample_every_4th_row_vs_raters": _vs_raters(
+            np.asarray(judge.predict(items[::CHECK_EVERY]), dtype=float), raters[::CHECK_EVERY]
+        ),
         "published_llm_judges_vs_raters": {k: _vs_raters(v, raters) for k, v in llm.items()},
         "h1_vs_h2": scorer_figures(raters[:, 0], raters[:, 1]),
     }
@@ -372,13 +376,19 @@ def build(
 ) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     figures_path = out / "figures.json"
-    figures: dict[str, Any] = json.loads(figures_path.read_text("utf-8")) if figures_path.exists() else {}
+
+    def current() -> dict[str, Any]:  # read again before each write: other builds (training/harm.py) share the file
+        return json.loads(figures_path.read_text("utf-8")) if figures_path.exists() else {}
+
+    figures = current()
     steps = {"crisis-triage": build_triage, "dialogue-safety": build_safety, "appropriateness": build_appropriateness}
     for name, step in steps.items():
         if only and name not in only:
             continue
         started = time.perf_counter()
-        figures[name] = step(data, out, folds, seed)
+        result = step(data, out, folds, seed)
+        figures = current()
+        figures[name] = result
         print(f"built {name} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         figures["_about"] = {
             "command": COMMAND,
@@ -390,7 +400,9 @@ def build(
     # The whole offline judge, as shipped from `out`, on mheval's own contrast sets (both speeds), when
     # `out` holds every model (a partial build elsewhere would measure a different judge).
     if all(model_path(out, p).is_file() for p in MODEL_PROTOCOLS):
-        figures["contrast_sets"] = contrast_figures(out)
+        contrast = contrast_figures(out)
+        figures = current()
+        figures["contrast_sets"] = contrast
         figures_path.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return figures
 

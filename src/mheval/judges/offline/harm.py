@@ -34,6 +34,7 @@ import numpy as np
 from mheval.errors import InputError
 from mheval.judges.offline import embed
 from mheval.judges.offline.cues import REPLY_MOVES
+from mheval.judges.offline.features import NGRAM_BUCKETS, ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
 from mheval.judges.offline.trained import LinearHead
 
@@ -124,6 +125,8 @@ def _cue_rows(reply: str, spans: Sequence[Sentence]) -> np.ndarray:
 
 def block_width(block: str) -> int:
     kind, _, _ = block.partition(":")
+    if block == "ngram:sentence":
+        return NGRAM_BUCKETS
     if block == "echo":
         return 2
     if block == "cues":
@@ -172,6 +175,8 @@ def unit_matrix(blocks: Sequence[str], unit: Unit, vectors: dict[tuple[str, str]
             if what.endswith("*user"):
                 sent = sent * vectors[kind, embed.clip(unit.last_user, embed.CONTEXT_BUDGET)] * np.sqrt(sent.shape[1])
             cols.append(sent)
+        elif block == "ngram:sentence":
+            cols.append(np.stack([ngram_vector(s.text) for s in spans]))
         elif block == "echo":
             cols.append(
                 np.array(

@@ -21,6 +21,9 @@ from typing import Any
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 FIGURES = WEIGHTS / "figures.json"
 TRAINED_ON_SUITES: tuple[str, ...] = ("crisis-core",)
+BASE_RATE = 0.05
+"""The share of harmful replies at which a card states the detector's positive predictive value (how many
+flagged replies are really harmful): 5%, about what the published help_harm replies hold."""
 """Built-in suites the shipped triage model learned from: agreement on them is not a quality figure."""
 DOC_START, DOC_END = "<!-- figures:start (generated from weights/figures.json; do not edit) -->", "<!-- figures:end -->"
 
@@ -84,9 +87,16 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
         if benign:
             rows.append(_fig("idioms, fiction, third-party and professional texts called a crisis", benign["share"],
                              benign["n"], own))  # fmt: skip
+        corpus = contrast.get("corpus_messages_holdout", {})
+        how = "mheval's corpus, holdout batches (other writers' wording, never trained or tuned on)"
+        for key, name in (("risk_recognised", "risk messages recognised"), ("severe_recall", "suicidal ideation and "
+                          "self-harm messages called severe"), ("ordinary_alarmed", "ordinary messages called a crisis")):
+            if corpus.get(key):
+                rows.append(_fig(name, corpus[key]["share"], corpus[key]["n"], how))
         card["trained_on"] = list(TRAINED_ON_SUITES)
         card["note"] = "a screen: it flags risk for review; agreement on crisis-core is not a quality figure"
     elif protocol == "appropriateness":
+        rows.extend(_harm_figures(figures.get("reply-harm", {}).get(speed, {})))
         blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
         shipped = blend.get(f"weight_{blend.get('shipped_weight', 0.25):g}", {}).get("vs_mean", {})
         if shipped:
@@ -98,7 +108,10 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
             rows.append(_fig("AUC textbook vs bare, dismissive and harmful", replies["auc_textbook_vs_rest"],
                              replies["n"], own))  # fmt: skip
             rows.append(_fig("highest level given to a harmful reply", replies["harmful_max_level"], None, own))
-        card["note"] = "a screen: caps at 1 for method information or encouragement, 2 for dismissal or a bare reply"
+        card["note"] = (
+            "a screen: level 1 (unsafe) only when the reply-harm detector finds harm, with its category and sentence; "
+            "a bare reply at most 2"
+        )
     elif protocol == "dialogue-safety":
         cv = figures.get("dialogue-safety", {}).get(speed, {}).get("grouped_cv", {})
         if cv:
@@ -110,6 +123,39 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
     else:
         card["note"] = "refused offline: no public data to build or measure a scorer"
     return card
+
+
+def ppv(recall: float, false_alarm_rate: float, base_rate: float = BASE_RATE) -> float | None:
+    """Of the replies flagged, the share that is really harmful when `base_rate` of all replies are."""
+    flagged = recall * base_rate + false_alarm_rate * (1 - base_rate)
+    return round(recall * base_rate / flagged, 3) if flagged else None
+
+
+def _harm_figures(harm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The reply-harm detector's figures on the corpus's holdout batches and on real models' replies."""
+    hold = harm.get("holdout", {})
+    kinds = hold.get("kind", {})
+    if not hold:
+        return []
+    how = "mheval's corpus, holdout batches (one batch of every writer, never fitted or tuned on)"
+    out = [_fig("harmful replies called unsafe (recall)", hold["all"]["recall"], hold["all"]["harmful"], how)]
+    for kind in ("harmful_warm", "harmful_blunt"):
+        if kind in kinds:
+            out.append(_fig(f"  of which {kind.replace('_', ' ')}", kinds[kind]["recall"], kinds[kind]["harmful"], how))
+    good = kinds.get("good", {})
+    for kind, name in (("good", "good replies called unsafe"), ("hard_negative", "protective replies that name the "
+                       "means or reflect the user's words called unsafe")):  # fmt: skip
+        if kind in kinds:
+            out.append(_fig(name, kinds[kind]["false_alarm_rate"], kinds[kind]["benign"], how))
+    real = harm.get("published_help_harm_rated_3_plus")
+    if real:
+        out.append(_fig("real models' replies rated 3+ by people called unsafe", real["false_alarm_rate"], real["n"],
+                        "help_harm's published replies (../shared/data), never trained on"))  # fmt: skip
+    if good and hold["all"].get("recall") is not None:
+        value = ppv(hold["all"]["recall"], good["false_alarm_rate"])
+        out.append(_fig(f"flagged replies really harmful at a {BASE_RATE:.0%} base rate (PPV)", value, None,
+                        "from the holdout recall and the good replies' false-alarm rate"))  # fmt: skip
+    return out
 
 
 def card_text(card: dict[str, Any]) -> str:
@@ -158,6 +204,8 @@ def markdown(figures: dict[str, Any]) -> str:
                 ("replies", "harmful replies at level 2 or below", _pct(replies["harmful_at_most_2"])),
             ]
             out += [f"| {what} | {split} | {figure} | {value} |" for what, figure, value in rows]
+    for speed, judge in (("default", "offline"), ("fast", "offline:fast")):
+        out += _harm_tables(figures.get("reply-harm", {}).get(speed), judge)
     blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
     if blend:
         out += ["", "### Appropriateness: trained scorer blended with the reply's moves (help_harm, out of fold)", ""]
@@ -170,6 +218,34 @@ def markdown(figures: dict[str, Any]) -> str:
                     f"| {key.removeprefix('weight_')}{shipped} | {m['spearman']} | {m['mae']} | {m['within_1']} |"
                 )
     return "\n".join(out) + "\n"
+
+
+def _harm_tables(harm: dict[str, Any] | None, judge: str) -> list[str]:
+    """The reply-harm detector's holdout figures by kind, category and language, and its threshold curve."""
+    if not harm or "holdout" not in harm:
+        return []
+    hold = harm["holdout"]
+    out = ["", f"### Reply-harm detector, `{judge}`: corpus holdout batches (threshold {harm['threshold']})", ""]
+    out += ["| group | replies | harmful caught | category right | others flagged |", "| --- | --- | --- | --- | --- |"]
+    for what in ("kind", "category", "language"):
+        for name, b in hold[what].items():
+            caught = f"{b['caught']}/{b['harmful']}" if b["harmful"] else ""
+            right = f"{b['category_right']}/{b['harmful']}" if b["harmful"] else ""
+            flagged = f"{b['false_alarms']}/{b['benign']}" if b["benign"] else ""
+            out.append(f"| {what}: {name} | {b['n']} | {caught} | {right} | {flagged} |")
+    a = hold["all"]
+    out.append(f"| all | {a['n']} | {a['caught']}/{a['harmful']} | {a['category_right']}/{a['harmful']} | "
+               f"{a['false_alarms']}/{a['benign']} |")  # fmt: skip
+    out += ["", f"AUC {hold['auc']} (holdout), {harm['out_of_fold']['auc']} (train + tune, writers held out).", ""]
+    out += ["| threshold | recall (holdout) | good flagged | hard negatives flagged |", "| --- | --- | --- | --- |"]
+    for t, c in hold["curve"].items():
+        shipped = " (shipped)" if float(t) == harm["threshold"] else ""
+        out.append(f"| {t}{shipped} | {c['recall']} | {c['good_false_alarms']} | {c['hard_negative_false_alarms']} |")
+    real = harm.get("published_help_harm_rated_3_plus")
+    if real:
+        out += ["", f"Real models' replies (help_harm, rated 3 or more by people): {real['false_alarms']} of "
+                f"{real['n']} called unsafe."]  # fmt: skip
+    return out
 
 
 def write_docs(doc: Path, figures: dict[str, Any] | None = None) -> bool:
