@@ -177,30 +177,42 @@ def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_
 
 
 def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
-    """Ctrl-C in a terminal signals the whole process group: mheval and the server both."""
+    """Ctrl-C in a terminal signals the whole process group: mheval and the server both.
+
+    The signal goes out once generation is seen under way (a progress line), with replies left to make, so the
+    run cannot have finished before it: an exit 0 here is a Ctrl-C that was lost. (Sent a fixed second after
+    the server listened, as this test once did, it could land on a busy machine at any stage.)"""
+    env = {**os.environ, "MHEVAL_PROGRESS_EVERY": "0.2"}
+    env.pop("MHEVAL_QUIET", None)  # CI sets it; the progress lines are how this test knows where the run is
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mheval", "run", "--limit", "10", "--max-tokens", "96", "--out", str(tmp_path / "r")],
+        [sys.executable, "-m", "mheval", "run", "--limit", "20", "--max-tokens", "96", "--out", str(tmp_path / "r")],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
         start_new_session=True,  # a process group of its own, as a terminal's foreground job has
     )
+    assert proc.stderr is not None
+    seen: list[str] = []
     kids: list[int] = []
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None and not kids:
-            kids = [k for k in children(proc.pid) if listening_ports(k)]
-            time.sleep(0.1)
-        assert kids, "the embedded server never listened"
-        time.sleep(1.0)  # generating now
+        for line in proc.stderr:  # blocks until a line or the end; the timeout of the test bounds a hang
+            seen.append(line)
+            if line.startswith("progress: generate") and not line.startswith("progress: generate 20/20"):
+                kids = [k for k in children(proc.pid) if listening_ports(k)]
+                break
+        assert kids, "generation never started with the embedded server listening:\n" + "".join(seen[-20:])
         os.killpg(proc.pid, signal.SIGINT)
         # A bound only a hang exceeds: how fast it stops is a speed, measured by benchmarks/stop_time.py.
-        proc.wait(timeout=HANG_S)
+        _, rest = proc.communicate(timeout=HANG_S)
+        seen.append(rest)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    assert "done in " not in "".join(seen), "the run finished before the signal: " + "".join(seen[-20:])
     assert proc.returncode != 0
     deadline = time.monotonic() + HANG_S
     while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
