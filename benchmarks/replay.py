@@ -86,7 +86,7 @@ def main() -> None:
             "second_run": second,
             "seconds": second.get("seconds"),
             "model_calls": second.get("model_calls"),
-            "target": {"seconds_below": 10.0, "model_calls": 0},
+            "target": {"seconds_below": 2.0, "model_calls": 0},
         }
     )
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from functools import cache
+from collections.abc import Hashable, Mapping
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -41,22 +41,29 @@ def digest(value: Any) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
+@lru_cache(maxsize=1 << 16)
+def _digest_once(value: Hashable) -> str:
+    """digest() of a hashable value (tuples for JSON lists: the same digest), computed once per value. The
+    stages ask for the same case's digest several times; a resumed 10,000-case run asks 50,000 times."""
+    return digest(value)
+
+
 def inputs_hash(inputs: Mapping[str, str]) -> str:
     return digest(dict(inputs))
 
 
-def _turns(case: Case) -> list[list[str]]:
-    return [[t.role, t.content] for t in case.turns]
+def _turns(case: Case) -> tuple[tuple[str, str], ...]:
+    return tuple((t.role, t.content) for t in case.turns)
 
 
 def case_for_generation(case: Case) -> str:
     """A target model sees the turns only: relabelling a case never pays for its replies again."""
-    return digest(_turns(case))
+    return _digest_once(_turns(case))
 
 
 def case_for_judging(case: Case) -> str:
     """A judge also sees the language, the locale (crisis lines) and the gold label (rubric row)."""
-    return digest([_turns(case), case.language, case.locale, case.crisis_label])
+    return _digest_once((_turns(case), case.language, case.locale, case.crisis_label))
 
 
 def target_params(model: str, sample: int, config: RunConfig) -> dict[str, Any]:
@@ -93,12 +100,12 @@ def judging_inputs(
     inputs = {
         "case": case_for_judging(case),
         "protocol": protocol_digest,
-        "judge": digest([judge_digest, repeat]),
+        "judge": _digest_once((judge_digest, repeat)),
         "version": __version__,
     }
     if reply is not None:
         inputs["reply"] = digest(reply)
-        inputs["label"] = digest(crisis_label)
+        inputs["label"] = _digest_once(crisis_label)
     return inputs
 
 

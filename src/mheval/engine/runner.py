@@ -403,7 +403,7 @@ def _retire_stale(store: Store, cases: list[Case]) -> list[list[str]]:
         for key, inputs in store.response_inputs().items()
         if inputs and key[0] in gen and inputs.get("case") != gen[key[0]]
     }
-    replies = {(r.case_id, r.model, r.sample): r.text or "" for r in store.responses()}
+    replies = {key: text or "" for key, text in store.reply_texts().items()}
     stale_judgments: list[JudgmentKey] = []
     changes = [["case"]] * len(stale_responses)
     for key, inputs in store.judgment_inputs().items():
@@ -541,20 +541,28 @@ async def _judge(
 ) -> None:  # fmt: skip
     by_id = {c.id: c for c in cases}
     labels = _crisis_labels(store, list(judges), by_id)
-    responses = [r for r in store.responses() if r.case_id in by_id]
+    # The replies' texts decide which units are due; Response records are read only for those (a resumed
+    # run with everything judged parses none).
+    replies = {key: text for key, text in store.reply_texts().items() if key[0] in by_id}
     done = store.judgment_inputs(finished=True)
-    units: dict[Any, tuple[Unit, Inputs]] = {}
+    due: dict[Any, tuple[str, Case, tuple[str, str, int], str, int, str | None, Inputs]] = {}
     for protocol in plan.response_protocols:
-        for response in responses:
-            case, label = by_id[response.case_id], labels.get(response.case_id)
+        for reply_key, text in replies.items():
+            case_id, model, sample = reply_key
+            case, label = by_id[case_id], labels.get(case_id)
             for judge, judge_fp in judges.items():
-                if plan.config.leave_own_model_out and same_family(judge, response.model):
+                if plan.config.leave_own_model_out and same_family(judge, model):
                     continue
                 for rep in range(plan.config.repeats):
-                    inputs = judging_inputs(case, protocol.digest, judge_fp, rep, response.text or "", label)
-                    key = (response.case_id, response.model, response.sample, protocol.id, judge, rep)
+                    inputs = judging_inputs(case, protocol.digest, judge_fp, rep, text or "", label)
+                    key = (case_id, model, sample, protocol.id, judge, rep)
                     if redone.needed(done, key, inputs):
-                        units[key] = (JudgeUnit(protocol.id, case, response, judge, rep, label), inputs)
+                        due[key] = (protocol.id, case, reply_key, judge, rep, label, inputs)
+    records = {(r.case_id, r.model, r.sample): r for r in store.responses()} if due else {}
+    units: dict[Any, tuple[Unit, Inputs]] = {
+        key: (JudgeUnit(protocol_id, case, records[reply_key], judge, rep, label), inputs)
+        for key, (protocol_id, case, reply_key, judge, rep, label, inputs) in due.items()
+    }
     await _stage("judge", units, executor, store, progress)
 
 

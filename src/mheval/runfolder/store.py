@@ -276,6 +276,15 @@ class Store:
             cur = self._db.execute("SELECT data FROM responses WHERE model=? ORDER BY rowid", (model,))
         return [Response.model_validate_json(r[0]) for r in cur]
 
+    def reply_texts(self) -> dict[ResponseKey, str | None]:
+        """Each stored reply's text (None for a failed call), in the order stored, read without building
+        Response records: a resumed run checks every reply's digest, and parses only those it redoes."""
+        self.flush()
+        cur = self._db.execute(
+            "SELECT case_id, model, sample, json_extract(data, '$.text') FROM responses ORDER BY rowid"
+        )
+        return {(r[0], r[1], r[2]): r[3] for r in cur}
+
     def response_inputs(self, *, finished: bool = False) -> dict[ResponseKey, Inputs | None]:
         """The inputs that decided each stored response (engine/identity.py); with `finished`, only the
         responses with text (a failed call is retried on resume)."""
