@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -33,14 +33,29 @@ PIPED_WIDTH = 120
 """Where output goes to a file or a CI log and COLUMNS is not set: the width tables are laid out in."""
 
 
-def _console(stderr: bool = False) -> Console:
+class _Console(Console):
     """A console whose prose is never cut at its width (soft wrap: a line is printed whole; summary and
-    verdict texts wrap themselves at word boundaries), and whose tables fit the terminal, COLUMNS, or
-    PIPED_WIDTH where there is neither."""
-    console = Console(stderr=stderr, soft_wrap=True)
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").strip().isdigit():
-        console = Console(stderr=stderr, soft_wrap=True, width=PIPED_WIDTH)
-    return console
+    verdict texts wrap themselves between clauses), and whose tables fit COLUMNS when it is set (read at
+    each print, not once at import), else the terminal, else PIPED_WIDTH."""
+
+    def __init__(self, stderr: bool = False) -> None:
+        super().__init__(stderr=stderr, soft_wrap=True)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = super().size
+        columns = os.environ.get("COLUMNS", "").strip()
+        if columns.isdigit() and int(columns) > 0:
+            return ConsoleDimensions(int(columns), size.height)
+        return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
+def _console(stderr: bool = False) -> Console:
+    return _Console(stderr=stderr)
 
 
 out = _console()
