@@ -31,7 +31,7 @@ SLOW_MODULES = frozenset({
     "test_report_browser", "test_reproduce", "test_trained_judges", "test_training", "test_benchmarks_quick",
     "test_import", "test_cli_errors", "test_outputs_overwrite", "test_app_targets", "test_multiturn_truth",
     "test_verdict_block", "test_verdict_corrected", "test_gate", "test_offline_risk", "test_corrected_agree",
-    "test_run_counts", "test_gate_workflow",
+    "test_run_counts", "test_gate_workflow", "test_cli_output",
 })  # fmt: skip
 
 
