@@ -559,10 +559,15 @@ def _print_frame(frame: Any, title: str, format: str) -> None:
     elif format == "table":
         # rich reads str cells and titles as markup and :emoji: codes; data goes in as Text, read as written
         table = Table(title=Text(title))
-        for col in frame.columns:
-            table.add_column(Text(str(col)), overflow="fold")
-        for row in frame.itertuples(index=False):
-            table.add_row(*(Text("" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)) for v in row))
+        cells = {col: ["" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v) for v in frame[col]]
+                 for col in frame.columns}  # fmt: skip
+        # Columns with nothing in them are left out, and short ones never wrap: the width goes to the text.
+        shown = [col for col in frame.columns if any(c.strip() and c != "nan" for c in cells[col])]
+        for col in shown:
+            short = max((len(c) for c in [str(col), *cells[col]]), default=0) <= 20
+            table.add_column(Text(str(col)), overflow="fold", no_wrap=short)
+        for i in range(len(frame)):
+            table.add_row(*(Text(cells[col][i]) for col in shown))
         out.print(table)
     else:
         raise InputError(f"unknown format {format!r}", field="format", choices=("table", "json", "csv"))
