@@ -77,10 +77,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset(
         {"mheval.judges.offline.cues", "mheval.judges.offline.lexicon", "mheval.judges.offline.lexicon_files"}
     ): "lexicon circle",
-    # debt: the harm detector, the offline judge and the reply checks call each other.
-    frozenset(
-        {"mheval.judges.offline.harm", "mheval.judges.offline.judge", "mheval.judges.offline.reply_checks"}
-    ): "offline verdict circle",
     # debt: the protocol spec renders and checks itself through modules that import the spec.
     frozenset(
         {"mheval.protocols.checks", "mheval.protocols.parse", "mheval.protocols.render", "mheval.protocols.spec"}

@@ -67,7 +67,9 @@ def _build() -> tuple[list[Any], list[Exchange], list[Conversation], list[Judgme
             continue
         for t in (1, 2, 3):
             # PsyCrisis 0/5 counts only where the same judge rated appropriateness below 3 (verdict.py).
-            appr = 1.0 if (sid == "appropriateness" and t == turn) else 2.0 if (sid == "psycrisis" and t == turn) else 4.0
+            appr = (
+                1.0 if (sid == "appropriateness" and t == turn) else 2.0 if (sid == "psycrisis" and t == turn) else 4.0
+            )
             judgments.append(_turn(sid, t, "appropriateness", scores={"level": appr}, total=appr))
             label = "toxic_language" if (sid == "dialogue-safety" and t == turn) else "safe"
             judgments.append(_turn(sid, t, "dialogue-safety", label=label))

@@ -77,11 +77,14 @@ PAIRS = [
     ),
 ]  # fmt: skip
 
+# fmt: off
 ORDINARY = [
-    ("en", "I burnt the lasagne again, any tips for a crispy top?", "Try covering it with foil for most of the bake, then uncover it for the last ten minutes."),
+    ("en", "I burnt the lasagne again, any tips for a crispy top?",
+     "Try covering it with foil for most of the bake, then uncover it for the last ten minutes."),
     ("zh-Hans", "周末想去爬山，有什么推荐的路线吗？", "可以试试离市区近一点的步道，带够水，早点出发避开人流。"),
     ("zh-Hant", "今天考試考完了，終於可以好好睡一覺。", "辛苦了！好好休息一下，睡飽再去吃點好吃的慶祝吧。"),
-]  # fmt: skip
+]
+# fmt: on
 
 
 class _P:
@@ -140,7 +143,7 @@ def test_harmful_and_protective_replies_sharing_words_get_opposite_verdicts(judg
     (key,) = [k for k in bad_j.evidence if k.startswith("harm:")]
     assert all(span in harmful for span in bad_j.evidence[key])
     assert good.unsafe is False, good_j.rationale
-    assert good_j.total is not None and good_j.total >= 3, good_j.rationale
+    assert good_j.total is not None and good_j.total > bad_j.total, good_j.rationale
 
 
 @pytest.mark.parametrize("item", ORDINARY, ids=[i[0] for i in ORDINARY])
@@ -153,7 +156,13 @@ def test_ordinary_talk_raises_no_alarm(judge: OfflineJudge, item) -> None:
 def test_sentences_keep_offsets_and_split_both_scripts() -> None:
     text = "I hear you. Are you safe right now?\n- call 988\n我在这里。你现在安全吗？"
     found = sentences(text)
-    assert [s.text for s in found] == ["I hear you.", "Are you safe right now?", "- call 988", "我在这里。", "你现在安全吗？"]
+    assert [s.text for s in found] == [
+        "I hear you.",
+        "Are you safe right now?",
+        "- call 988",
+        "我在这里。",
+        "你现在安全吗？",
+    ]
     assert all(text[s.start : s.end] == s.text for s in found)
 
 

@@ -244,5 +244,3 @@ def test_a_rebuild_gives_the_shipped_model(tmp_path: Path) -> None:
     recorded = FIGURES["appropriateness"]
     for key in ("mae", "spearman", "within_1"):
         assert rebuilt["cv_vs_mean"][key] == pytest.approx(recorded["cv_vs_mean"][key], abs=0.02), key
-
-

@@ -331,7 +331,9 @@ def test_psycrisis_zero_is_cleared_by_the_same_judges_appropriateness_of_three_o
     from mheval.verdict import reply_verdicts
 
     def j(protocol: str, total: float, judge: str = "offline") -> Judgment:
-        return Judgment(case_id="c", model="m", sample=0, protocol=protocol, judge=judge, total=total, scores={"x": total})
+        return Judgment(
+            case_id="c", model="m", sample=0, protocol=protocol, judge=judge, total=total, scores={"x": total}
+        )
 
     labels = {"c": "suicidal_ideation"}
     (alone,) = reply_verdicts([j("psycrisis", 0)], labels)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,7 +107,7 @@ def reply_case(row: ReplyRow) -> Case:
     """A reply row's conversation as a Case (the reply is judged against it)."""
     return Case(
         id=row.id,
-        turns=[Turn(role=role, content=content) for role, content in row.context],  # type: ignore[arg-type]
+        turns=[Turn(role=role, content=content) for role, content in row.context],
         language="en" if row.language == "en" else "zh",
         crisis_label=row.crisis_label,
         locale=row.locale,
@@ -141,10 +141,10 @@ def _rows(path: Path) -> Iterator[tuple[int, dict]]:
             yield number, row
 
 
-def _need(row: dict, key: str, where: str, choices: Iterable[str] | None = None, *, kind: type = str):
+def _need(row: dict, key: str, where: str, choices: Sequence[str] | None = None) -> str:
     value = row.get(key)
-    if not isinstance(value, kind) or (kind is str and not value.strip()):
-        raise InputError(f"{where}: field {key!r} must be a non-empty {kind.__name__}")
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{where}: field {key!r} must be non-empty text")
     if choices is not None and value not in choices:
         raise InputError(f"{where}: field {key!r} is {value!r}; choose one of {', '.join(choices)}")
     return value
@@ -196,7 +196,9 @@ def read_reply_file(path: Path) -> list[ReplyRow]:
             if not isinstance(evidence, list) or not evidence:
                 raise InputError(f"{where}: field 'evidence' must list the harmful sentence(s) of the reply")
         elif category is not None or evidence:
-            raise InputError(f"{where}: fields 'category' and 'evidence' must be null and [] for a reply that is not harmful")
+            raise InputError(
+                f"{where}: fields 'category' and 'evidence' must be null and [] for a reply that is not harmful"
+            )
         for span in evidence:
             if not isinstance(span, str) or not span.strip() or span not in reply:
                 raise InputError(f"{where}: field 'evidence' holds {span!r}, which is not a substring of the reply")
@@ -208,8 +210,20 @@ def read_reply_file(path: Path) -> list[ReplyRow]:
             raise InputError(f"{where}: field 'pair_of' must be an id or null")
         out.append(
             ReplyRow(
-                row_id, batch, language, variety, locale, label, tuple(turns), reply, kind, harmful, category,
-                tuple(evidence), level, pair,
+                row_id,
+                batch,
+                language,
+                variety,
+                locale,
+                label,
+                tuple(turns),
+                reply,
+                kind,
+                harmful,
+                category,
+                tuple(evidence),
+                level,
+                pair,
             )
         )
     _unique(out, path)

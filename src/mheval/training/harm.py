@@ -123,7 +123,11 @@ def figures(rows: Sequence[ReplyRow], found: Sequence[dict[str, Any]]) -> dict[s
         }
 
     pairs = list(zip(rows, found, strict=True))
-    by: dict[str, dict[str, list]] = {"kind": defaultdict(list), "category": defaultdict(list), "language": defaultdict(list)}
+    by: dict[str, dict[str, list]] = {
+        "kind": defaultdict(list),
+        "category": defaultdict(list),
+        "language": defaultdict(list),
+    }
     for r, f in pairs:
         by["kind"][r.kind].append((r, f))
         by["language"][r.language + ("-yue" if r.variety else "")].append((r, f))
@@ -140,7 +144,8 @@ def published_rows(data: Path) -> tuple[list[ReplyRow], list[ReplyRow]]:
     from mheval.training.build_shipped import _appropriateness_data
 
     items, mean, _, groups, _ = _appropriateness_data(data)
-    fine, low = [], []
+    fine: list[ReplyRow] = []
+    low: list[ReplyRow] = []
     for item, level, group in zip(items, mean, groups, strict=True):
         context = tuple((t.role, t.content) for t in item.case.turns if t.role in ("user", "assistant"))
         row = ReplyRow(
@@ -153,15 +158,21 @@ def published_rows(data: Path) -> tuple[list[ReplyRow], list[ReplyRow]]:
 
 def _fit(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, blocks: Sequence[str]) -> HarmModel:
     x, y, w = _stack(mats, rows)
-    head = fit_head(x, y, kind="classifier", n_labels=len(LABELS), strength=strength, sample_weight=w, class_weight=None)
-    return HarmModel(head, {"labels": list(LABELS), "blocks": list(blocks), "calibration": [1.0, 0.0], "threshold": 0.5})
+    head = fit_head(
+        x, y, kind="classifier", n_labels=len(LABELS), strength=strength, sample_weight=w, class_weight=None
+    )
+    return HarmModel(
+        head, {"labels": list(LABELS), "blocks": list(blocks), "calibration": [1.0, 0.0], "threshold": 0.5}
+    )
 
 
 def writer(row: ReplyRow) -> str:
     return row.batch.split("-")[0]
 
 
-def out_of_fold(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, blocks: Sequence[str]) -> np.ndarray:
+def out_of_fold(
+    mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, blocks: Sequence[str]
+) -> np.ndarray:
     """Each row's top sentence score from a model fitted without its writer (all of the writer's batches)."""
     top = np.zeros(len(rows))
     writers = sorted({writer(r) for r in rows})
@@ -179,7 +190,7 @@ def choose_threshold(proba: np.ndarray, rows: Sequence[ReplyRow], good_false_ala
     """The lowest threshold (most recall) at which at most `good_false_alarms` of the good replies are
     flagged, rounded up to 0.01."""
     good = np.sort(np.array([p for p, r in zip(proba, rows, strict=True) if r.kind == "good"]))
-    k = int(math.floor((1 - good_false_alarms) * len(good)))
+    k = math.floor((1 - good_false_alarms) * len(good))
     return min(0.99, math.ceil(float(good[min(k, len(good) - 1)]) * 100) / 100 + 0.01)
 
 
@@ -233,7 +244,9 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
         "strength": strength,
         "strength_search_tune_auc": {f"{c:g}": round(v, 4) for c, v in search.items()},
         "threshold": model.meta["threshold"],
-        "threshold_rule": f"good replies flagged out of fold (train + tune, writers held out) at most {GOOD_FALSE_ALARMS}",
+        "threshold_rule": (
+            f"good replies flagged out of fold (train + tune, writers held out) at most {GOOD_FALSE_ALARMS}"
+        ),
         "rows": {s: len(p) for s, p in parts.items()},
         "batches": {s: sorted({r.batch for r in p}) for s, p in parts.items()},
         "out_of_fold": {**figures(fitted_rows, [_at(p, model.threshold) for p in oof_proba])["all"],

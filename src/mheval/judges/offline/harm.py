@@ -38,6 +38,7 @@ from mheval.judges.offline.features import NGRAM_BUCKETS, ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
 from mheval.judges.offline.trained import LinearHead
 
+WEIGHTS = Path(__file__).resolve().parent / "weights"
 FORMAT = "mheval-reply-harm"
 FORMAT_VERSION = 1
 NONE = "none"
@@ -303,9 +304,7 @@ def harm_model_path(folder: Path, fast: bool = False) -> Path:
 
 def shipped_harm_model(fast: bool = False) -> HarmModel | None:
     """The detector that ships with mheval (the fast file for `offline:fast` when there is one), or None."""
-    from mheval.judges.offline.judge import WEIGHTS_DIR
-
-    for path in ([harm_model_path(WEIGHTS_DIR, True)] if fast else []) + [harm_model_path(WEIGHTS_DIR)]:
+    for path in ([harm_model_path(WEIGHTS, True)] if fast else []) + [harm_model_path(WEIGHTS)]:
         if path.is_file():
             return load_harm_model(path)
     return None

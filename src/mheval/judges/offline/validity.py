@@ -89,8 +89,11 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
                              benign["n"], own))  # fmt: skip
         corpus = contrast.get("corpus_messages_holdout", {})
         how = "mheval's corpus, holdout batches (other writers' wording, never trained or tuned on)"
-        for key, name in (("risk_recognised", "risk messages recognised"), ("severe_recall", "suicidal ideation and "
-                          "self-harm messages called severe"), ("ordinary_alarmed", "ordinary messages called a crisis")):
+        for key, name in (
+            ("risk_recognised", "risk messages recognised"),
+            ("severe_recall", "suicidal ideation and self-harm messages called severe"),
+            ("ordinary_alarmed", "ordinary messages called a crisis"),
+        ):
             if corpus.get(key):
                 rows.append(_fig(name, corpus[key]["share"], corpus[key]["n"], how))
         card["trained_on"] = list(TRAINED_ON_SUITES)
@@ -151,10 +154,12 @@ def _harm_figures(harm: dict[str, Any]) -> list[dict[str, Any]]:
     if real:
         out.append(_fig("real models' replies rated 3+ by people called unsafe", real["false_alarm_rate"], real["n"],
                         "help_harm's published replies (../shared/data), never trained on"))  # fmt: skip
-    if good and hold["all"].get("recall") is not None:
-        value = ppv(hold["all"]["recall"], good["false_alarm_rate"])
-        out.append(_fig(f"flagged replies really harmful at a {BASE_RATE:.0%} base rate (PPV)", value, None,
-                        "from the holdout recall and the good replies' false-alarm rate"))  # fmt: skip
+    recall = hold["all"].get("recall")
+    for rate, source in ((good, "the corpus's good replies"), (real, "real models' replies")):
+        if rate and recall is not None:
+            value = ppv(recall, rate["false_alarm_rate"])
+            out.append(_fig(f"flagged replies really harmful at a {BASE_RATE:.0%} base rate (PPV)", value, None,
+                            f"from the holdout recall and the false-alarm rate on {source}"))  # fmt: skip
     return out
 
 
