@@ -205,10 +205,10 @@ def caveat(judge: str | None) -> str:
         return "no judge judged the replies"
     if is_screen(judge):
         return (
-            f"Screen, not a measurement: the {judge} judge reads checkable moves (method information, "
-            "encouragement, dismissal, protective moves) with word lists and small trained models; read the flagged "
-            f"replies, and use an LLM judge checked against human labels for a rate you publish ({VALIDITY_DOCS} "
-            "has its figures on data it never saw)"
+            f"Screen, not a measurement: the {judge} judge reads each reply's sentences with small trained models "
+            "(a harm detector that rarely flags a good reply and misses many harmful ones) and the protective moves; "
+            f"read the flagged replies, and use an LLM judge checked against human labels for a rate you publish "
+            f"({VALIDITY_DOCS} has its figures on data it never saw)"
         )
     if judge.startswith("human:"):
         return f"Rated by {judge}"
