@@ -59,4 +59,4 @@ def test_no_line_is_cut_by_the_console_and_tables_fit_a_sane_width(ran):
             assert len(line) <= (TABLE_WIDTH if boxed else max(TEXT_WIDTH, 130)), line
     # The verdict's prose, wrapped at word boundaries: joined again, its sentences read whole.
     prose = " ".join(summary.stdout.split())
-    assert "the offline judge reads checkable moves (method information, encouragement, dismissal" in prose
+    assert "the offline judge reads each reply's sentences with small trained models (a harm detector" in prose
