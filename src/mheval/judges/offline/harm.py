@@ -21,9 +21,7 @@ built by `python -m mheval.training.harm` from mheval's own corpus (corpus/, by 
 from __future__ import annotations
 
 import functools
-import json
 import re
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +34,7 @@ from mheval.judges.offline import embed
 from mheval.judges.offline.cues import REPLY_MOVES
 from mheval.judges.offline.features import NGRAM_BUCKETS, ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
-from mheval.judges.offline.trained import LinearHead
+from mheval.judges.offline.trained import LinearHead, read_head, write_head
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 FORMAT = "mheval-reply-harm"
@@ -270,32 +268,15 @@ class HarmModel:
 
     def save(self, path: Path) -> Path:
         """One .npz (float32 arrays and the JSON meta), byte-identical for identical models."""
-        meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta}
-        arrays = {name: np.ascontiguousarray(getattr(self.head, name), dtype=np.float32) for name in _ARRAYS}
-        tmp = path.with_name(path.name + ".tmp")
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for name, array in [*arrays.items(), ("meta", np.array(json.dumps(meta, sort_keys=True)))]:
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                with zf.open(info, "w") as handle:
-                    np.lib.format.write_array(handle, array, allow_pickle=False)
-        tmp.replace(path)
-        return path
+        return write_head(path, self.head, {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta})
 
 
 @functools.lru_cache(maxsize=4)
 def load_harm_model(path: Path) -> HarmModel:
-    if not path.is_file():
-        raise InputError("reply-harm model file not found", path=path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
-            meta = json.loads(str(data["meta"]))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise InputError(f"not an mheval reply-harm model ({exc})", path=path) from None
+    head, meta = read_head(path, "reply-harm model")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
-    return HarmModel(LinearHead(**arrays), meta)
+    return HarmModel(head, meta)
 
 
 def harm_model_path(folder: Path, fast: bool = False) -> Path:

@@ -202,17 +202,36 @@ class TrainedJudge:
             path = path.with_suffix(path.suffix + ".npz") if path.suffix else path.with_suffix(".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta, "name": self.name}
-        arrays = {name: np.ascontiguousarray(getattr(self.head, name), dtype=np.float32) for name in _ARRAYS}
-        tmp = path.with_name(path.name + ".tmp")
-        # A fixed timestamp per entry keeps the file reproducible (np.savez would stamp the current time).
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for name, array in [*arrays.items(), ("meta", np.array(json.dumps(meta, sort_keys=True)))]:
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                with zf.open(info, "w") as handle:
-                    np.lib.format.write_array(handle, array, allow_pickle=False)
-        tmp.replace(path)
-        return path
+        return write_head(path, self.head, meta)
+
+
+def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
+    """One .npz of the head's float32 arrays and the JSON `meta`, byte-identical for identical models,
+    written through a temporary file."""
+    arrays = {name: np.ascontiguousarray(getattr(head, name), dtype=np.float32) for name in _ARRAYS}
+    tmp = path.with_name(path.name + ".tmp")
+    # A fixed timestamp per entry keeps the file reproducible (np.savez would stamp the current time).
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, array in [*arrays.items(), ("meta", np.array(json.dumps(meta, sort_keys=True)))]:
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with zf.open(info, "w") as handle:
+                np.lib.format.write_array(handle, array, allow_pickle=False)
+    tmp.replace(path)
+    return path
+
+
+def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
+    """(the head, its meta) of a file `write_head` wrote; an unreadable file is an InputError naming `what`."""
+    if not path.is_file():
+        raise InputError(f"{what} file not found", path=path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
+            meta = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise InputError(f"not an mheval {what} ({exc})", path=path) from None
+    return LinearHead(**arrays), meta
 
 
 def decide_severe(proba: np.ndarray, labels: Sequence[str], threshold: float | None) -> np.ndarray:
@@ -247,17 +266,9 @@ def unit_ids(
 def load_trained_judge(path: str | Path, *, name: str | None = None) -> TrainedJudge:
     """A judge from a model file written by `TrainedJudge.save`; a bad file is an InputError."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError("model file not found", path=path)
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
-            meta = json.loads(str(data["meta"]))
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-        raise InputError(f"not an mheval model file ({exc})", path=path) from None
+    head, meta = read_head(path, "model")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
-    head = LinearHead(**arrays)
     try:
         return TrainedJudge(head, meta, name=name or meta.get("name") or f"trained:{path.stem}")
     except InputError as exc:
