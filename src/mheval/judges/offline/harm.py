@@ -273,7 +273,7 @@ class HarmModel:
 
 @functools.lru_cache(maxsize=4)
 def load_harm_model(path: Path) -> HarmModel:
-    head, meta = read_head(path, "reply-harm model")
+    head, meta = read_head(path, "reply-harm model file")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
     return HarmModel(head, meta)

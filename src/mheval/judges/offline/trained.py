@@ -224,7 +224,7 @@ def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
 def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
     """(the head, its meta) of a file `write_head` wrote; an unreadable file is an InputError naming `what`."""
     if not path.is_file():
-        raise InputError(f"{what} file not found", path=path)
+        raise InputError(f"{what} not found", path=path)
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
@@ -266,7 +266,7 @@ def unit_ids(
 def load_trained_judge(path: str | Path, *, name: str | None = None) -> TrainedJudge:
     """A judge from a model file written by `TrainedJudge.save`; a bad file is an InputError."""
     path = Path(path)
-    head, meta = read_head(path, "model")
+    head, meta = read_head(path, "model file")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
     try:
