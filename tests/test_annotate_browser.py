@@ -24,6 +24,30 @@ from sklearn.metrics import cohen_kappa_score
 from annotate_helpers import build_run
 from mheval.annotate import init_study, study_status
 
+
+def free_port() -> int:
+    """A port no other process holds now (a fixed formula collided with other tests' servers)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str) -> None:
+    """Until the server answers; fails at once if it exited (a hang is bounded at 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the rating server exited with {proc.returncode} before serving")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("the rating server did not answer within 60 s")
+
+
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ("empathy_collaboration", "emotion_regulation", "explore_concerns", "risk_assessment", "external_support")
@@ -58,7 +82,7 @@ def test_two_raters_rate_ten_units_with_the_keyboard_only(tmp_path: Path) -> Non
     study = init_study(run_dir, "psycrisis", ["alice", "bob"], overlap=2, sample=10, seed=7)
     queues = {r: study.queue(r) for r in study.raters()}
     study.close()
-    port = 21000 + os.getpid() % 20000
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mheval", "annotate", "serve", str(run_dir), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
@@ -70,12 +94,7 @@ def test_two_raters_rate_ten_units_with_the_keyboard_only(tmp_path: Path) -> Non
         if "http://" in line:
             name, url = line.strip().split(": ", 1)
             links[name] = url
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(links["alice"], timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_until_serving(proc, links["alice"])
     base = f"http://127.0.0.1:{port}/"
     problems: list[str] = []
     per_unit: list[float] = []
@@ -171,7 +190,7 @@ def test_a_burst_of_keys_lands_on_the_questions_that_had_focus_and_the_page_spea
     study = init_study(run_dir, "psycrisis", ["eve"], overlap=1, seed=2)
     queue = study.queue("eve")
     study.close()
-    port = 21000 + (os.getpid() + 7) % 20000
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "mheval", "annotate", "serve", str(run_dir), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
@@ -181,12 +200,7 @@ def test_a_burst_of_keys_lands_on_the_questions_that_had_focus_and_the_page_spea
     while "http://" not in link:
         link = proc.stdout.readline()
     link = link.strip().split(": ", 1)[1]
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(link, timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    wait_until_serving(proc, link)
     first = queue[0]
     zh = _chinese_unit(run_dir, queue)
     en = next(u for u in queue if u != zh and u not in (first,) and _language(run_dir, u) == "en")
