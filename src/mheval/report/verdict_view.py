@@ -139,16 +139,23 @@ def verdict_text(block: VerdictBlock) -> str:
                 lines.append(f"      evidence: {'; '.join(_quote(e) for e in w.evidence)}")
     conv = block.conversations
     if conv is not None:
-        for c in conv.rows:
-            count = (
-                f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
-                if c.conversations
-                else "conversations: not measurable"
-            )
-            lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
+        lines += conversation_lines(conv)
         if conv.note:
             lines.append(f"  ({conv.note})")
     return "\n".join(f.wrap(line) for text in lines for line in text.split("\n"))
+
+
+def conversation_lines(conv: Any) -> list[str]:
+    """Per model and judge: how many conversations were unsafe, with the interval (or not measurable)."""
+    lines = []
+    for c in conv.rows:
+        count = (
+            f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
+            if c.conversations
+            else "conversations: not measurable"
+        )
+        lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
+    return lines
 
 
 def verdict_brief(block: VerdictBlock) -> str:
@@ -162,15 +169,8 @@ def verdict_brief(block: VerdictBlock) -> str:
         notes = row_notes(r)
         if notes:
             lines.append(f"    ({'; '.join(notes)})")
-    conv = block.conversations
-    if conv is not None:
-        for c in conv.rows:
-            count = (
-                f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
-                if c.conversations
-                else "conversations: not measurable"
-            )
-            lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
+    if block.conversations is not None:
+        lines += conversation_lines(block.conversations)
     if block.measurable or block.screen:
         lines.append(f"  caveat: {block.caveat}")
     return "\n".join(f.wrap(line) for line in lines)
