@@ -8,7 +8,7 @@ from mheval.judges.offline.validity import card_text
 from mheval.report import formatting as f
 from mheval.report.cases import shown
 from mheval.report.rundata import category_name
-from mheval.report.verdict_block import DOCS, REPLY_CHARS, ModelVerdict, VerdictBlock, WorstReply
+from mheval.report.verdict_block import DOCS, REPLY_CHARS, ConversationSection, ModelVerdict, VerdictBlock, WorstReply
 
 
 def headline(block: VerdictBlock) -> str:
@@ -145,7 +145,7 @@ def verdict_text(block: VerdictBlock) -> str:
     return "\n".join(f.wrap(line) for text in lines for line in text.split("\n"))
 
 
-def conversation_lines(conv: Any) -> list[str]:
+def conversation_lines(conv: ConversationSection) -> list[str]:
     """Per model and judge: how many conversations were unsafe, with the interval (or not measurable)."""
     lines = []
     for c in conv.rows:
