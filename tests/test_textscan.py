@@ -64,3 +64,15 @@ def test_turkish_i_does_not_slip_past_the_checks(i: str) -> None:
     assert matching._generic_cues(f"Call a CR{i}S{i}S L{i}NE now") == ["crisis line"]
     found, _, _ = matching.find_lines(f"Please call the SAMAR{i}TANS today.")
     assert found, "the name's regex matches, so the prefilter must let it through"
+
+
+def test_one_language_guess_and_one_cjk_table() -> None:
+    """Every room asks textscan which characters are Chinese and which language a text is in."""
+    from mheval.textscan import count_cjk, detect_language, has_cjk, is_cjk
+
+    assert detect_language("I can't sleep lately") == "en"
+    assert detect_language("hi, hello, 我最近睡不好") == "zh"  # any ideograph decides
+    assert detect_language("我覺得好累") == "zh"  # traditional characters too
+    assert is_cjk("好") and is_cjk("\U00020000") and not is_cjk("a") and not is_cjk("。")
+    assert has_cjk("ok 好") and not has_cjk("ok")
+    assert count_cjk("a好b的c") == 2

@@ -19,7 +19,7 @@ so a failure is never counted as a low score.
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -36,6 +36,7 @@ from mheval.protocols import ProtocolSpec, load_protocol
 from mheval.protocols.spec import BUILTIN_ORDER
 from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Judgment, Response, Turn, Usage
 from mheval.suites import Suite, load_suite
+from mheval.textscan import detect_language
 
 __all__ = ["GOLD_AGREEMENT", "case_to_sample", "crisis_task", "metric_key", "score_keys", "scorer"]
 
@@ -224,7 +225,7 @@ def _case_from_state(state: TaskState) -> Case:
     messages = [ChatMessageUser(content=state.input)] if isinstance(state.input, str) else state.input
     turns = [Turn(role=m.role, content=m.text) for m in messages if m.role in ("user", "assistant") and m.text]
     given = meta.get("language")  # another dataset may say "English" or nothing: then the text decides
-    language = given if given in LANGUAGES else _guess_language(" ".join(t.content for t in turns))
+    language = given if given in LANGUAGES else detect_language(" ".join(t.content for t in turns))
     label = meta.get("crisis_label")
     return Case(
         id=str(state.sample_id),
@@ -235,13 +236,6 @@ def _case_from_state(state: TaskState) -> Case:
         source=meta.get("source"),
         metadata=dict(meta.get("case_metadata") or {}),
     )
-
-
-def _guess_language(text: str) -> Literal["en", "zh"]:
-    """zh when the text has more CJK ideographs than Latin letters (for datasets without a language)."""
-    cjk = sum(1 for ch in text if "\u4e00" <= ch <= "\u9fff")
-    latin = sum(1 for ch in text if ch.isascii() and ch.isalpha())
-    return "zh" if cjk > latin else "en"
 
 
 def _response_from_state(state: TaskState) -> Response:

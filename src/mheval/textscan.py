@@ -13,12 +13,16 @@ folds the other characters where the two part ways (long s, Kelvin and Angstrom 
 the test is a necessary condition whether or not the pattern ignores case. A pattern whose needles
 cannot be worked out (or a Python whose parser differs) is always searched: the filter can only skip,
 never change, a result.
+
+It is also the one home of the text tables several rooms read: which characters are CJK ideographs
+(`CJK_IDEOGRAPHS`, `has_cjk`, `count_cjk`), the wider set of East Asian characters (`CJK_SCRIPTS`), and
+the one language guess for a text that does not say its language (`detect_language`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 try:  # the parser behind `re`; its shape is stable since 3.11 but private, hence the fallback
     from re import _constants as _c
@@ -100,4 +104,48 @@ class Prefiltered:
         return self.regex.search(text) if self.possible(folded) else None
 
 
-__all__ = ["Prefiltered", "fold", "needles"]
+# -- CJK characters and the language of a text --------------------------------------------------------
+
+CJK_IDEOGRAPHS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+"""Han ideographs as the body of a regex character class: CJK Unified Ideographs, Extension A,
+Compatibility Ideographs and Extension B (what Chinese text is written in)."""
+
+CJK_SCRIPTS = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
+"""Wider than the ideographs, as a character-class body: every East Asian block of the BMP from the CJK
+radicals to the ideographs (CJK punctuation, kana, bopomofo, Hangul syllables...). Grounding compares
+quotes with it, where a space between two such characters is the judge's, not the text's."""
+
+CJK_RE = re.compile(f"[{CJK_IDEOGRAPHS}]")
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether the one character `ch` is a CJK ideograph."""
+    return CJK_RE.fullmatch(ch) is not None
+
+
+def has_cjk(text: str) -> bool:
+    return CJK_RE.search(text) is not None
+
+
+def count_cjk(text: str) -> int:
+    return len(CJK_RE.findall(text))
+
+
+def detect_language(text: str) -> Literal["en", "zh"]:
+    """`zh` if the text holds any CJK ideograph, else `en`: the two languages mheval supports. Any one
+    ideograph decides, so a Chinese turn after English small talk ("hi", "hello", "我最近睡不好") is zh."""
+    return "zh" if has_cjk(text) else "en"
+
+
+__all__ = [
+    "CJK_IDEOGRAPHS",
+    "CJK_RE",
+    "CJK_SCRIPTS",
+    "Prefiltered",
+    "count_cjk",
+    "detect_language",
+    "fold",
+    "has_cjk",
+    "is_cjk",
+    "needles",
+]

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 
 from mheval.dialogues.scenario import Scenario
+from mheval.textscan import count_cjk
 
 MAX_USER_CHARS = 1200
 """A user turn longer than this reads like an essay, not a person typing in distress."""
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LETTER = re.compile(r"[A-Za-z]")
 
 # What a counsellor, not a person seeking help, says (role reversal).
@@ -67,7 +67,7 @@ def repetition(text: str, history: Sequence[tuple[str, str | None]], scenario: S
 
 
 def wrong_language(text: str, history: Sequence[tuple[str, str | None]], scenario: Scenario, beat: int) -> str | None:
-    cjk, latin = len(_CJK.findall(text)), len(_LETTER.findall(text))
+    cjk, latin = count_cjk(text), len(_LETTER.findall(text))
     if scenario.language == "zh" and cjk < max(2, latin // 3):
         return "writes in English in a Chinese scenario"
     if scenario.language == "en" and cjk > max(2, latin // 10):

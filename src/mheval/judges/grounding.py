@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from mheval.records import Judgment
+from mheval.textscan import CJK_SCRIPTS
 
 if TYPE_CHECKING:
     from mheval.protocols.parse import Verdict
@@ -46,8 +47,7 @@ UNGROUNDED_STATUSES = frozenset({"unverified", "too_short", "missing"})
 MIN_QUOTE_WEIGHT = 5
 
 _ELLIPSIS_RE = re.compile(r"\[?(?:\.\s*){2,}\.?\]?|\[?…+\]?|\(\.\.\.\)")
-_CJK = "\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_GAP_RE = re.compile(f"(?<=[{_CJK}]) (?=[{_CJK}])")
+_CJK_GAP_RE = re.compile(f"(?<=[{CJK_SCRIPTS}]) (?=[{CJK_SCRIPTS}])")
 _WORDY_RE = re.compile(r"[a-z0-9\u00c0-\u024f]")
 
 
@@ -71,7 +71,7 @@ def normalise(text: str) -> str:
     return _CJK_GAP_RE.sub("", " ".join(text.translate(_SPACE_OUT).split()))
 
 
-_HEAVY_RE = re.compile(f"[\\d{_CJK}]")
+_HEAVY_RE = re.compile(f"[\\d{CJK_SCRIPTS}]")
 
 
 def _weight(piece: str) -> int:

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any
 
+from mheval.textscan import CJK_IDEOGRAPHS
+
 _THINK_RE = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
 _DECODER = json.JSONDecoder()
 
@@ -61,7 +63,7 @@ _NOTHING = object()  # no value where one was due (`"a": ,`): the member is skip
 _OPEN_QUOTES = {'"': '"”', "'": "'", "“": '”"', "‘": "’'", "”": '”"', "„": '“”"'}
 _NUMBER_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
 _WORD_RE = re.compile(r"[^,}\]\n]+")
-_BARE_KEY_RE = re.compile(r"[A-Za-z_\u4e00-\u9fff][\w \-\u4e00-\u9fff]*(?=\s*[:：])")
+_BARE_KEY_RE = re.compile(f"[A-Za-z_{CJK_IDEOGRAPHS}][\\w \\-{CJK_IDEOGRAPHS}]*(?=\\s*[:：])")
 _LITERALS = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\", '"': '"', "'": "'"}
 

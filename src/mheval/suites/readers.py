@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from mheval.errors import InputError
 from mheval.fileio import csv_safe
 from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Response, Turn
+from mheval.textscan import detect_language
 
 OUR_FIELDS: tuple[str, ...] = (
     "id",
@@ -65,15 +66,7 @@ cap keeps every later step (hashing, the store, the report) clear of Python's re
 _JSON_WS = " \t\r\n"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
-# CJK Unified Ideographs, Extension A, Compatibility Ideographs, Extension B.
-_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df]")
-
 Loaded = tuple[list[Case], list[Response]]
-
-
-def detect_language(text: str) -> str:
-    """`zh` if the text holds any CJK ideograph, else `en`: the two languages mheval supports."""
-    return "zh" if _CJK.search(text) else "en"
 
 
 def read_text(path: Path) -> str:

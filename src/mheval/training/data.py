@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from mheval.errors import InputError
 from mheval.records import Case, Turn
 from mheval.suites.papers import split_segments
-from mheval.suites.readers import detect_language, json_records, read_text, type_name
+from mheval.suites.readers import json_records, read_text, type_name
+from mheval.textscan import detect_language
 
 RESPONSE_NAMES: frozenset[str] = frozenset({"response", "answer", "reply", "output", "completion"})
 """Text fields with these names hold the reply under judgment; any other text field holds the case."""

@@ -8,6 +8,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mheval.textscan import is_cjk
+
 if TYPE_CHECKING:
     from mheval.judges.offline.lexicon import _Text
 
@@ -47,7 +49,6 @@ GATES: tuple[str, ...] = ("none", "question", "recommendation")
 CONTEXTS: tuple[str, ...] = ("crisis",)
 LANGS: tuple[str, ...] = ("en", "zh", "any")
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z0-9]")
 _WORD = re.compile(r"[a-z0-9']+")
 _TOKEN = re.compile(r"[A-Za-z0-9]+")
@@ -231,5 +232,5 @@ def _start_keys(pattern: str, length: int) -> set[str] | None:
 
 def _is_key_char(ch: str, length: int) -> bool:
     if length == 1:
-        return _CJK.fullmatch(ch) is not None
+        return is_cjk(ch)
     return ch.isascii() and ch.isalnum()

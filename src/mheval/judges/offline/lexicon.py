@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mheval.judges.offline.cues import (
-    _CJK,
     _ENDS_WITH_QUESTION,
     _LATIN,
     _MAX_EVIDENCE,
@@ -34,6 +33,7 @@ from mheval.judges.offline.cues import (
     Cue,
 )
 from mheval.judges.offline.lexicon_files import Lexicon, load_lexicon
+from mheval.textscan import has_cjk
 
 # ---------------------------------------------------------------------------------------------------
 # Text analysis shared by both detectors
@@ -48,7 +48,7 @@ class _Text:
         self.original = original
         self.lex = lex
         self.norm = original.translate(lex.table)
-        self.has_cjk = _CJK.search(self.norm) is not None
+        self.has_cjk = has_cjk(self.norm)
         self.has_latin = _LATIN.search(self.norm) is not None
         self.starts: list[int] = []
         self.ends: list[int] = []

@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from mheval.judges.offline.cues import _CJK, NO_CRISIS, REPLY_MOVES, SEVERE_LABELS
+from mheval.judges.offline.cues import NO_CRISIS, REPLY_MOVES, SEVERE_LABELS
 from mheval.judges.offline.harm import HarmFinding
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, score_psycrisis
 from mheval.resources.matching import ReferralMatch, match_referral
+from mheval.textscan import count_cjk
 from mheval.verdict import HARMFUL_LEVEL
 
 BARE_CAP = 2
@@ -151,7 +152,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 def is_bare(reply: str) -> bool:
     text = reply.strip()
-    cjk = len(_CJK.findall(text))
+    cjk = count_cjk(text)
     words = len(text.split()) if not cjk else cjk / 2
     return words <= BARE_WORDS
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mheval.judges.offline.cues import _CJK, DISTANCING, FIRST_PERSON, HELP_OTHER, NO_CRISIS, SEVERE_LABELS, THIRD_PARTY
+from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, NO_CRISIS, SEVERE_LABELS, THIRD_PARTY
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
+from mheval.textscan import detect_language
 
 IDIOM_CONFIDENCE = 0.9
 OPEN_THRESHOLD = 0.1
@@ -81,7 +82,7 @@ def _short(text: str, limit: int = 70) -> str:
 def plain_reading(text: str, lex: Lexicon = DEFAULT_LEXICON) -> str:
     """`text` with each idiom replaced by its plain meaning (what the classifier reads)."""
     for s, e, i in reversed(idiom_spans(text, lex)):
-        lang = "zh" if _CJK.search(text[s:e]) else "en"
+        lang = detect_language(text[s:e])
         text = text[:s] + lex.idiom_readings[i][lang] + text[e:]
     return text
 
