@@ -17,11 +17,12 @@ import asyncio
 import pytest
 
 from mheval.judges.offline import OfflineJudge
-from mheval.judges.offline.harm import echo, sentences, shipped_harm_model
+from mheval.judges.offline.detector import shipped_detector
+from mheval.judges.offline.harm import echo, sentences
 from mheval.records import Case, Response, Turn
 from mheval.verdict import reply_verdicts
 
-pytestmark = pytest.mark.skipif(shipped_harm_model() is None, reason="no shipped reply-harm model")
+pytestmark = pytest.mark.skipif(shipped_detector() is None, reason="no shipped reply-harm model")
 
 # (language, locale, label, user message, harmful reply, protective reply sharing its words)
 PAIRS = [
@@ -218,6 +219,6 @@ def test_the_embedded_runs_worst_reply_is_unsafe_with_its_sentence(tmp_path) -> 
 
 
 def row_threshold() -> float:
-    model = shipped_harm_model()
+    model = shipped_detector()
     assert model is not None
     return model.threshold

@@ -127,9 +127,9 @@ async def judge_expectations(
     if judge_model is None:
         if judge.split(":")[0] != "offline":
             return Judgment.unscored(Reason.UNSUPPORTED, f"{judge} cannot judge expectations", **ids)
-        from mheval.judges.offline.harm import read_conversation, shipped_harm_model
+        from mheval.judges.offline.detector import read_conversation, shipped_detector
 
-        detector = shipped_harm_model(fast=judge.endswith(":fast"))
+        detector = shipped_detector(fast=judge.endswith(":fast"))
         ordered = sorted(exchanges, key=lambda e: e.turn)
         harm = await read_conversation(detector, [(e.turn, e.user, e.reply) for e in ordered]) if detector else {}
         return offline_expectations(scenario, exchanges, harm, **ids)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from mheval.judges.offline.detector import detector_path
 from mheval.judges.offline.harm import (
     BLOCKS_DEFAULT,
     BLOCKS_FAST,
@@ -38,7 +39,6 @@ from mheval.judges.offline.harm import (
     HarmModel,
     Unit,
     featurize_units,
-    harm_model_path,
     sentences,
 )
 from mheval.judges.offline.judge import WEIGHTS_DIR
@@ -275,7 +275,7 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
         "figures": {k: result[k] for k in ("threshold", "rows", "strength")},
     }
     out.mkdir(parents=True, exist_ok=True)
-    model.save(harm_model_path(out, fast))
+    model.save(detector_path(out, fast))
     return result
 
 

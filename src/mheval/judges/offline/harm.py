@@ -14,13 +14,13 @@ Cue lists only add features: no cue can make a reply harmful or clear it. Words 
 reflects from the user show up as echo, and the corpus's hard negatives (reflections, means named to
 make them safe, "go ahead" about a breathing exercise) teach the head what they mean.
 
-The model file (`weights/reply-harm.npz`, and `reply-harm.fast.npz` without e5 for `offline:fast`) is
-built by `python -m mheval.training.harm` from mheval's own corpus (corpus/, by author batch).
+The model files (`weights/reply-harm.npz`, and `reply-harm.fast.npz` without e5 for `offline:fast`) are
+built by `python -m mheval.training.harm` from mheval's own corpus (corpus/, by author batch);
+detector.py loads them (and the harm reader's files, harm_reader.py, where one has been built).
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,9 +34,8 @@ from mheval.judges.offline import embed
 from mheval.judges.offline.cues import REPLY_MOVES
 from mheval.judges.offline.features import NGRAM_BUCKETS, ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
-from mheval.judges.offline.trained import LinearHead, read_head, write_head
+from mheval.judges.offline.trained import LinearHead, write_head
 
-WEIGHTS = Path(__file__).resolve().parent / "weights"
 FORMAT = "mheval-reply-harm"
 FORMAT_VERSION = 1
 NONE = "none"
@@ -81,15 +80,15 @@ class HarmFinding:
         }
 
 
-def sentences(reply: str) -> list[Sentence]:
-    """The reply's sentences (bullets and lines count as sentences), with their offsets."""
+def sentences(reply: str, limit: int | None = MAX_SENTENCES) -> list[Sentence]:
+    """The reply's first `limit` sentences (bullets and lines count as sentences), with their offsets."""
     out = []
     for m in _SENTENCE.finditer(reply):
         text = m.group(0).strip()
         if len(text) >= 2 and re.search(r"\w", text):
             start = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
             out.append(Sentence(start, start + len(text), text))
-    return out[:MAX_SENTENCES] or [Sentence(0, len(reply), reply.strip() or "…")]
+    return out[:limit] or [Sentence(0, len(reply), reply.strip() or "…")]
 
 
 def _grams(text: str) -> set[str]:
@@ -270,36 +269,13 @@ class HarmModel:
         """One .npz (float32 arrays and the JSON meta), byte-identical for identical models."""
         return write_head(path, self.head, {"format": FORMAT, "format_version": FORMAT_VERSION, **self.meta})
 
-
-@functools.lru_cache(maxsize=4)
-def load_harm_model(path: Path) -> HarmModel:
-    head, meta = read_head(path, "reply-harm model file")
-    if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
-        raise InputError(f"unsupported model format {meta.get('format')!r} v{meta.get('format_version')!r}", path=path)
-    return HarmModel(head, meta)
-
-
-def harm_model_path(folder: Path, fast: bool = False) -> Path:
-    return folder / f"reply-harm{'.fast' if fast else ''}.npz"
-
-
-def shipped_harm_model(fast: bool = False) -> HarmModel | None:
-    """The detector that ships with mheval (the fast file for `offline:fast` when there is one), or None."""
-    for path in ([harm_model_path(WEIGHTS, True)] if fast else []) + [harm_model_path(WEIGHTS)]:
-        if path.is_file():
-            return load_harm_model(path)
-    return None
-
-
-async def read_conversation(
-    model: HarmModel, exchanges: Sequence[tuple[int, str, str | None]]
-) -> dict[int, HarmFinding]:
-    """turn -> the finding for that turn's reply, read against every user turn up to it; `exchanges` are
-    (turn, user text, reply) in turn order. Turns without a reply are left out."""
-    out: dict[int, HarmFinding] = {}
-    users: list[str] = []
-    for turn, user, reply in exchanges:
-        users.append(user)
-        if reply:
-            out[turn] = await model.adetect(Unit(tuple(users), reply))
-    return out
+    @classmethod
+    def restore(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any], path: Path) -> HarmModel:
+        """The model a file `save` wrote describes."""
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise InputError(f"unsupported reply-harm model version {meta.get('format_version')!r}", path=path)
+        try:
+            head = LinearHead(**{k: np.asarray(arrays[k], dtype=np.float64) for k in _ARRAYS})
+        except KeyError as exc:
+            raise InputError(f"not an mheval reply-harm model file (no {exc})", path=path) from None
+        return cls(head, meta)

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
 from mheval.judges.offline.cues import SEVERE_LABELS
-from mheval.judges.offline.harm import HarmFinding, HarmModel, Unit, harm_model_path, load_harm_model
+from mheval.judges.offline.detector import HarmDetector, detector_path, load_detector
+from mheval.judges.offline.harm import HarmFinding, Unit
 from mheval.judges.offline.lexicon import (
     DEFAULT_LEXICON,
     NO_CRISIS,
@@ -109,9 +110,9 @@ class OfflineJudge:
         self._triage_cache: OrderedDict[tuple[str, ...], TriageResult] = OrderedDict()
         self._screen_cache: OrderedDict[tuple[str, ...], RiskScreen] = OrderedDict()
         self._harm_cache: OrderedDict[tuple[str, ...], HarmFinding] = OrderedDict()
-        harm_path = harm_model_path(folder, fast) if folder else None
+        harm_path = detector_path(folder, fast) if folder else None
         if harm_path is not None and fast and not harm_path.is_file():
-            harm_path = harm_model_path(folder)  # type: ignore[arg-type]
+            harm_path = detector_path(folder)  # type: ignore[arg-type]
         self.harm_path: Path | None = harm_path if harm_path is not None and harm_path.is_file() else None
 
     @property
@@ -121,9 +122,9 @@ class OfflineJudge:
     def supports(self, protocol: ProtocolSpec | _HasId) -> bool:
         return getattr(protocol, "id", None) in self.protocols
 
-    def harm_model(self) -> HarmModel | None:
-        """The reply-harm detector (harm.py), or None when its model file is absent."""
-        return load_harm_model(self.harm_path) if self.harm_path is not None else None
+    def harm_model(self) -> HarmDetector | None:
+        """The reply-harm detector (detector.py), or None when its model file is absent."""
+        return load_detector(self.harm_path) if self.harm_path is not None else None
 
     async def harm_of(self, case: Case, reply: str) -> HarmFinding | None:
         """The detector's reading of `reply` to `case` (cached: several protocols ask for it)."""

@@ -205,10 +205,9 @@ class TrainedJudge:
         return write_head(path, self.head, meta)
 
 
-def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
-    """One .npz of the head's float32 arrays and the JSON `meta`, byte-identical for identical models,
-    written through a temporary file."""
-    arrays = {name: np.ascontiguousarray(getattr(head, name), dtype=np.float32) for name in _ARRAYS}
+def write_arrays(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> Path:
+    """One .npz of `arrays` and the JSON `meta`, byte-identical for identical contents, written through a
+    temporary file: the one writer of mheval's model files."""
     tmp = path.with_name(path.name + ".tmp")
     # A fixed timestamp per entry keeps the file reproducible (np.savez would stamp the current time).
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -216,22 +215,37 @@ def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             with zf.open(info, "w") as handle:
-                np.lib.format.write_array(handle, array, allow_pickle=False)
+                np.lib.format.write_array(handle, np.asarray(array, order="C"), allow_pickle=False)
     tmp.replace(path)
     return path
 
 
-def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
-    """(the head, its meta) of a file `write_head` wrote; an unreadable file is an InputError naming `what`."""
+def read_arrays(path: Path, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """(the arrays, the meta) of a file `write_arrays` wrote; an unreadable file is an InputError naming
+    `what`."""
     if not path.is_file():
         raise InputError(f"{what} not found", path=path)
     try:
         with np.load(path, allow_pickle=False) as data:
-            arrays = {k: np.asarray(data[k], dtype=np.float64) for k in _ARRAYS}
+            arrays = {k: data[k] for k in data.files if k != "meta"}
             meta = json.loads(str(data["meta"]))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise InputError(f"not an mheval {what} ({exc})", path=path) from None
-    return LinearHead(**arrays), meta
+    return arrays, meta
+
+
+def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
+    """A linear head's float32 arrays and `meta` in one model file."""
+    return write_arrays(path, {name: np.asarray(getattr(head, name), dtype=np.float32) for name in _ARRAYS}, meta)
+
+
+def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
+    """(the head, its meta) of a file `write_head` wrote."""
+    arrays, meta = read_arrays(path, what)
+    missing = [k for k in _ARRAYS if k not in arrays]
+    if missing:
+        raise InputError(f"not an mheval {what} (no {', '.join(missing)})", path=path)
+    return LinearHead(**{k: np.asarray(arrays[k], dtype=np.float64) for k in _ARRAYS}), meta
 
 
 def decide_severe(proba: np.ndarray, labels: Sequence[str], threshold: float | None) -> np.ndarray:

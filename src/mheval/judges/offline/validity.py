@@ -241,7 +241,10 @@ def _harm_tables(harm: dict[str, Any] | None, judge: str) -> list[str]:
     a = hold["all"]
     out.append(f"| all | {a['n']} | {a['caught']}/{a['harmful']} | {a['category_right']}/{a['harmful']} | "
                f"{a['false_alarms']}/{a['benign']} |")  # fmt: skip
-    out += ["", f"AUC {hold['auc']} (holdout), {harm['out_of_fold']['auc']} (train + tune, writers held out).", ""]
+    tuned, how = (
+        (harm["out_of_fold"], "train + tune, writers held out") if "out_of_fold" in harm else (harm["tune"], "tune")
+    )
+    out += ["", f"AUC {hold['auc']} (holdout), {tuned['auc']} ({how}).", ""]
     out += ["| threshold | recall (holdout) | good flagged | hard negatives flagged |", "| --- | --- | --- | --- |"]
     for t, c in hold["curve"].items():
         shipped = " (shipped)" if float(t) == harm["threshold"] else ""
