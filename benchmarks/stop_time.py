@@ -67,8 +67,11 @@ def one_stop(workdir: Path, limit: int, max_tokens: int, settle: float) -> dict[
     command = [sys.executable, "-m", "mheval", "run", "--limit", str(limit), "--max-tokens", str(max_tokens),
                "--out", str(workdir / "run"), "--quiet"]  # fmt: skip
     started = time.monotonic()
+    # A group of its own and Ctrl-C's default action, as a terminal's job has (an ignored SIGINT would be
+    # inherited through exec from whatever started this benchmark in the background).
     proc = subprocess.Popen(command, cwd=workdir, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                            stderr=subprocess.DEVNULL, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     servers: list[int] = []
     try:
         while proc.poll() is None and not servers and time.monotonic() - started < 600:

@@ -176,6 +176,10 @@ def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_
     assert all(kept[k] == text for k, text in before.items())  # finished work is not redone
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
     """Ctrl-C in a terminal signals the whole process group: mheval and the server both.
 
@@ -193,6 +197,10 @@ def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
         text=True,
         env=env,
         start_new_session=True,  # a process group of its own, as a terminal's foreground job has
+        # and Ctrl-C's default action, as a terminal's job has: an ignored SIGINT is inherited through exec,
+        # and a test process may have had it ignored by whatever ran in it before (then mheval, rightly,
+        # keeps ignoring it, as it does when started in the background with `&`).
+        preexec_fn=_default_sigint,
     )
     assert proc.stderr is not None
     seen: list[str] = []
