@@ -1,14 +1,18 @@
 """The README and docs/ describe the software as it is, and quote only crisis lines mheval's table holds.
 
-- Every crisis line the README, docs/ and the content warnings of the report, the summary, the CLI and the rating
-  server quote (a bold number in Markdown, any number inside a content-warning block, the number fields of the
-  `*WARNING*` / `CONTENT_*` tables in the code, any number inside a template's `class="warning"` block) is a
-  number of `src/mheval/resources/crisis_lines.yaml` (a service's voice or text number, or an emergency number).
+- Every crisis line the README and docs/ quote (a bold number in Markdown, any number inside a content-warning
+  block, any number inside a template's `class="warning"` block) is a number of
+  `src/mheval/resources/crisis_lines.yaml` (a service's voice or text number, or an emergency number).
+- Each line of the README's content warning is a line of the table *for the country it is listed under*, and its
+  "elsewhere" address is one of the table's international directories.
+- The content warnings of the report, the summary, the CLI and the rating server hold no numbers of their own
+  (no number in a `*WARNING*` / `CONTENT_*` constant): they take them from the table (mheval.resources
+  .warning_lines), whose lines are checked here as the README's are.
 - No work-log wording: "this session", "the previous session's tree", "this round", commit hashes and the like
   belong in commit messages and issues, not in pages that describe the software.
 - Every relative link from the README and docs/ points at a file that exists.
 
-The data file is read with PyYAML directly: this test needs nothing from the package.
+The data file is read with PyYAML directly: only the check of the code's warning lines imports the package.
 """
 
 from __future__ import annotations
@@ -107,9 +111,88 @@ def test_the_readme_warning_quotes_lines() -> None:
     assert {"988", "116123", "12356"} <= quoted, quoted
 
 
-def test_the_code_warnings_are_found() -> None:
-    quoted = {digits(n) for path in WARNING_CODE if path.exists() for n in code_quotes(path)}
-    assert "988" in quoted, quoted
+def table_lines() -> dict[str, tuple[str, set[str]]]:
+    """Country code -> (the country's name, the digits of its services' voice and text numbers)."""
+    data = yaml.safe_load(CRISIS_LINES.read_text(encoding="utf-8"))
+    return {
+        str(code): (
+            country["name"],
+            {digits(n) for s in country["services"] for n in [*s.get("numbers", []), *s.get("text", [])]},
+        )
+        for code, country in data["countries"].items()
+    }
+
+
+def place_words(place: str) -> frozenset[str]:
+    """A place's words, so "Mainland China" is the table's "China (mainland)"."""
+    return frozenset(re.findall(r"\w+", place.lower()))
+
+
+def countries_named(place: str) -> list[str]:
+    """The country codes a warning line is listed under: "United Kingdom and Ireland" -> GB, IE."""
+    by_words = {place_words(name): code for code, (name, _) in table_lines().items()}
+    return [by_words.get(place_words(part), part) for part in re.split(r",\s*|\s+and\s+", place)]
+
+
+def readme_warning() -> list[str]:
+    """The list items of the README's content-warning blockquote, "Place: ... **number** ..."."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"^> \*\*Content warning\.\*\*.*?(?=^[^>])", text, flags=re.M | re.S)
+    assert block, "the README has no content warning"
+    return [line[4:] for line in block.group(0).splitlines() if line.startswith("> - ")]
+
+
+def test_each_readme_warning_line_is_a_line_of_its_country() -> None:
+    items = readme_warning()
+    lines = table_lines()
+    wrong = []
+    for item in items:
+        place, _, rest = item.partition(":")
+        for number in BOLD.findall(rest):
+            for code in countries_named(place):
+                if code not in lines or digits(number) not in lines[code][1]:
+                    wrong.append(f"{place}: {number} (not a line of {code} in crisis_lines.yaml)")
+    assert not wrong, wrong
+    numbers = [digits(n) for item in items for n in BOLD.findall(item)]
+    assert {"988", "116123", "131114", "12356"} <= set(numbers), numbers  # the check read the list
+
+
+def test_the_readme_warning_points_to_a_directory_of_the_table() -> None:
+    data = yaml.safe_load(CRISIS_LINES.read_text(encoding="utf-8"))
+    directories = {i["url"].rstrip("/") for i in data["international"]}
+    urls = [u.rstrip("/") for item in readme_warning() for u in re.findall(r"<(https://[^>]+)>", item)]
+    assert urls and set(urls) <= directories, urls
+
+
+def test_the_country_check_catches_a_wrong_country() -> None:
+    assert countries_named("United Kingdom and Ireland") == ["GB", "IE"]
+    assert countries_named("Mainland China") == ["CN"]
+    assert digits("2389 2222") not in table_lines()["TW"][1]
+    assert digits("2389 2222") in table_lines()["HK"][1]
+
+
+def test_the_code_warnings_hold_no_numbers() -> None:
+    quoted = {str(path.relative_to(ROOT)): code_quotes(path) for path in WARNING_CODE if path.exists()}
+    assert not any(quoted.values()), f"take the lines from mheval.resources.warning_lines: {quoted}"
+
+
+def test_the_code_check_finds_a_literal(tmp_path: Path) -> None:
+    source = tmp_path / "warning.py"
+    source.write_text('WARNING_LINES = (("United States", "988", "Lifeline"),)\nCONTENT_NOTE = "call 116 123"\n')
+    assert code_quotes(source) == ["988", "116 123"]
+
+
+def test_the_code_warning_lines_are_lines_of_their_countries() -> None:
+    from mheval.resources import warning_lines
+
+    lines = table_lines()
+    shown = warning_lines()
+    assert [line.codes for line in shown] == [("US",), ("GB", "IE"), ("AU",), ("CN",), ()]
+    for line in shown:
+        for code in line.codes:
+            assert digits(line.number) in lines[code][1], (code, line.number)
+    data = yaml.safe_load(CRISIS_LINES.read_text(encoding="utf-8"))
+    assert f"https://{shown[-1].number}" in {i["url"].rstrip("/") for i in data["international"]}
 
 
 @pytest.mark.parametrize("path", PAGES + WARNING_CODE + TEMPLATES, ids=lambda p: str(p.relative_to(ROOT)))

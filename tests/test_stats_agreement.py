@@ -92,6 +92,49 @@ def test_cohen_degenerate_inputs_give_value_none_with_note() -> None:
         cohen_kappa([1, 2], [1, 2], weights="cubic")
 
 
+def _kappa_from_agreement(a: list, b: list) -> float:
+    """The bare (po - pe) / (1 - pe) training.fit computed on its own before it called cohen_kappa."""
+    cats = sorted(set(map(str, a)) | set(map(str, b)))
+    table = np.zeros((len(cats), len(cats)))
+    for x, y in zip(a, b, strict=True):
+        table[cats.index(str(x)), cats.index(str(y))] += 1
+    n = table.sum()
+    observed, expected = np.trace(table) / n, float((table.sum(0) * table.sum(1)).sum()) / n**2
+    return 1.0 if expected == 1.0 else float((observed - expected) / (1.0 - expected))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "value"),
+    [
+        (["a", "b", "a"], ["a", "b", "b"], 0.4),
+        (["SI", "SI", "none", "SH", "none", "SI"], ["SI", "none", "none", "SH", "SI", "SI"], 5 / 11),
+        ([0.0, 1.0, 2.0, 1.0, 0.0, 2.0, 2.0], [0.0, 1.0, 1.0, 1.0, 2.0, 2.0, 0.0], 4 / 11),
+        (["x"] * 5, ["x"] * 5, 1.0),  # one shared label: total agreement for model selection
+        (["x"] * 5, ["y"] * 5, 0.0),
+    ],
+)
+def test_training_kappa_is_this_kappa(a: list, b: list, value: float) -> None:
+    """training.fit.cohen_kappa (model selection, training figures) is this module's point estimate, with the
+    numbers it gave when it computed kappa itself."""
+    from mheval.training.fit import cohen_kappa as training_kappa
+
+    assert training_kappa(a, b) == pytest.approx(value, abs=TOL)
+    assert training_kappa(a, b) == pytest.approx(_kappa_from_agreement(a, b), abs=TOL)
+    if len(set(a) | set(b)) > 1:
+        assert training_kappa(a, b) == pytest.approx(cohen_kappa(a, b, n_boot=0).value, abs=TOL)
+
+
+def test_training_kappa_keeps_its_figures_on_random_labels() -> None:
+    from mheval.training.fit import cohen_kappa as training_kappa
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, k = int(rng.integers(2, 40)), int(rng.integers(2, 5))
+        a = rng.integers(0, k, n).astype(float)
+        b = np.where(rng.random(n) < 0.6, a, rng.integers(0, k, n).astype(float))
+        assert training_kappa(a, b) == pytest.approx(_kappa_from_agreement(list(a), list(b)), abs=1e-12)
+
+
 # --------------------------------------------------------------------------- Fleiss
 
 

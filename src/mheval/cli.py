@@ -65,10 +65,18 @@ err = _console(stderr=True)
 # with nothing to read (every conversation failed in the simulator, or no unit could be judged).
 EXIT_PROVIDER_ERRORS = 3
 
-CONTENT_NOTE = (
-    "Content warning: these conversations discuss suicide, self-harm and other crises. If you need "
-    "support now, see https://findahelpline.com (international) or call your local emergency number."
-)
+
+def content_note() -> str:
+    """The content warning printed before conversations, with the international directory of
+    mheval.resources.warning_lines (crisis_lines.yaml)."""
+    from mheval.resources import warning_lines
+
+    directory = next(line.number for line in warning_lines() if not line.codes)
+    return (
+        "Content warning: these conversations discuss suicide, self-harm and other crises. If you need "
+        f"support now, see https://{directory} (international) or call your local emergency number."
+    )
+
 
 # -- shared options -------------------------------------------------------------------------------
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config; flags override it.")]
@@ -786,7 +794,7 @@ def suites_show(
         out.print(
             f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
         )
-    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    out.print(f"[dim]{content_note()}[/]")
     for case in cases[:limit]:
         out.print(Text.assemble("\n", (case.id, "bold"), f" ({case.language}, {case.locale}, {case.crisis_label})"))
         for turn in case.turns:
@@ -811,7 +819,7 @@ def _show_scenarios(name: str, limit: int) -> None:
         out.print(
             f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
         )
-    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    out.print(f"[dim]{content_note()}[/]")
     table = Table("id", "lang", "family", "risk", "beats", "turns", "title")
     for s in scenarios[:limit] if limit else scenarios:
         table.add_row(*(Text(str(v)) for v in (s.id, s.language, s.family, s.risk_level, len(s.beats),
@@ -830,7 +838,7 @@ def transcript(
     from mheval.report.multiturn import transcript_text
 
     text = transcript_text(run_dir, scenario, model=model, sample=sample)
-    out.print(f"[dim]{CONTENT_NOTE}[/]")
+    out.print(f"[dim]{content_note()}[/]")
     out.print(Text(text), soft_wrap=True)
 
 

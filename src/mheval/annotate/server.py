@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from mheval.annotate.study import Study
 from mheval.errors import InputError
-from mheval.resources import WARNING_LINES
+from mheval.resources import warning_lines
 
 BREAK_EVERY = 20
 """A break prompt after this many units in a row."""
@@ -90,14 +90,27 @@ TEXT: dict[str, dict[str, Any]] = {
     },
 }
 
-# The content warning's help lines (mheval.resources.WARNING_LINES) as a Chinese study shows them.
-WARNING_LINES_ZH: tuple[tuple[str, str, str], ...] = (
-    ("美国", "988", "自杀与危机生命线，可致电或发短信"),
-    ("英国和爱尔兰", "116 123", "撒玛利亚会"),
-    ("澳大利亚", "13 11 14", "生命热线"),
-    ("中国大陆", "12356", "心理援助热线"),
-    ("其他地区", "findahelpline.com", "或当地紧急电话"),
-)
+# The content warning's help lines (mheval.resources.warning_lines) as a Chinese study shows them: the place and
+# the service in Chinese, by the lines' country codes; the numbers come from the table.
+WARNING_TEXT_ZH: dict[tuple[str, ...], tuple[str, str]] = {
+    ("US",): ("美国", "自杀与危机生命线，可致电或发短信"),
+    ("GB", "IE"): ("英国和爱尔兰", "撒玛利亚会"),
+    ("AU",): ("澳大利亚", "生命热线"),
+    ("CN",): ("中国大陆", "心理援助热线"),
+    (): ("其他地区", "或当地紧急电话"),
+}
+
+
+def warning_lines_for(lang: str) -> tuple[tuple[str, str, str], ...]:
+    """(place, number, what) of each content-warning line in the study's language (English where the
+    Chinese table has no entry for a line)."""
+    rows = []
+    for line in warning_lines():
+        place, what = (line.place, line.what)
+        if lang == "zh":
+            place, what = WARNING_TEXT_ZH.get(line.codes, (place, what))
+        rows.append((place, line.number, what))
+    return tuple(rows)
 
 
 MAX_ANSWER_BYTES = 64 * 1024
@@ -208,8 +221,7 @@ def create_app(study: Study) -> Starlette:
         first = next_unit(rater)
         target = f"/r/{token}/u/{first}" if first else f"/r/{token}/done"
         lang = language_of(rater)
-        lines = WARNING_LINES_ZH if lang == "zh" else WARNING_LINES
-        return page("welcome.html.j2", lang, lines=lines, start=target)
+        return page("welcome.html.j2", lang, lines=warning_lines_for(lang), start=target)
 
     async def unit(request: Request) -> Response:
         rater = rater_of(request)
@@ -274,7 +286,7 @@ def create_app(study: Study) -> Starlette:
         if rater is None:
             return forbidden()
         lang = language_of(rater)
-        return page("message.html.j2", lang, message=TEXT[lang]["done"], lines=WARNING_LINES)
+        return page("message.html.j2", lang, message=TEXT[lang]["done"], lines=warning_lines_for("en"))
 
     async def root(request: Request) -> Response:
         return forbidden()

@@ -24,15 +24,25 @@ from mheval.report.tables import (
     report_tables,
     ungrounded_definition,
 )
+from mheval.resources import digits, warning_lines
 
 if TYPE_CHECKING:
     from mheval.report.rundata import RunData
     from mheval.report.verdict_block import VerdictBlock
 
-CONTENT_LINE = (
-    "Content warning: crisis topics. Support now: US 988 · UK/IE Samaritans 116 123 · AU Lifeline 13 11 14 "
-    "· CN 12356 · elsewhere findahelpline.com"
-)
+
+def content_line() -> str:
+    """The content warning a summary opens with, its lines from mheval.resources.warning_lines in short:
+    "US 988 · GB/IE Samaritans 116 123 · ... · elsewhere findahelpline.com" (a service's name is left out
+    when it holds the number already)."""
+    parts = []
+    for line in warning_lines():
+        if not line.codes:
+            parts.append(f"elsewhere {line.number}")
+            continue
+        name = "" if digits(line.number) in digits(line.service) else f" {line.service}"
+        parts.append(f"{'/'.join(line.codes)}{name} {line.number}")
+    return "Content warning: crisis topics. Support now: " + " · ".join(parts)
 
 
 def _width(text: str) -> int:
@@ -210,7 +220,7 @@ def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())
     out = [
         f"mheval summary: {fx['run_dir']}",
-        CONTENT_LINE,
+        content_line(),
         "",
         verdict_text(run_verdict(t.run)),
         "",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,9 @@ from mheval.yamlio import load_yaml
 
 DATA_FILE = Path(__file__).resolve().parent / "crisis_lines.yaml"
 
-# The short list shown with every content warning (report, rating pages): a pointer, not a directory.
-WARNING_LINES: tuple[tuple[str, str, str], ...] = (
-    ("United States", "988", "Suicide & Crisis Lifeline, call or text"),
-    ("UK and Ireland", "116 123", "Samaritans"),
-    ("Australia", "13 11 14", "Lifeline"),
-    ("Mainland China", "12356", "psychological assistance hotline"),
-    ("Elsewhere", "findahelpline.com", "or your local emergency number"),
-)
+# The countries whose first line every content warning shows (report, summary, rating pages), in this order,
+# then the international directory: a pointer, not a directory. The lines themselves come from the table.
+WARNING_COUNTRIES = ("US", "GB", "IE", "AU", "CN")
 
 _ISO_RE = re.compile(r"^[A-Z]{2}$")
 _DIGITS_RE = re.compile(r"\D")
@@ -173,12 +169,60 @@ def lines_for(locale: str | None) -> Country | None:
     return load_crisis_lines().countries.get(code) if code else None
 
 
+@dataclass(frozen=True)
+class WarningLine:
+    """One line of a content warning, as crisis_lines.yaml has it. Iterating gives `place, number, what`,
+    the three columns the report and rating templates show."""
+
+    codes: tuple[str, ...]  # the countries it is for, ("GB", "IE"); () for the international directory
+    place: str  # the countries' names, "United Kingdom and Ireland"; "Elsewhere" for the directory
+    number: str  # the service's first number as the table writes it; the directory's address
+    service: str  # the service's name; the directory's name
+    texts: bool = False  # the number takes text messages too
+
+    @property
+    def what(self) -> str:
+        if not self.codes:
+            return "or your local emergency number"
+        return f"{self.service}, call or text" if self.texts else self.service
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.place, self.number, self.what))
+
+
+@functools.lru_cache(maxsize=4)
+def warning_lines(lines: CrisisLines | None = None) -> tuple[WarningLine, ...]:
+    """The lines every content warning shows: the first service of each of WARNING_COUNTRIES (countries
+    in a row whose services share a number make one line, "United Kingdom and Ireland"), then the first
+    international directory, "Elsewhere"."""
+    lines = lines or load_crisis_lines()
+    out: list[WarningLine] = []
+    for code in WARNING_COUNTRIES:
+        country = lines.countries[code]
+        service = country.services[0]
+        number = (service.numbers or service.text)[0]
+        last = out[-1] if out else None
+        if last is not None and digits(last.number) == digits(number):
+            out[-1] = replace(last, codes=(*last.codes, code), place=f"{last.place} and {country.name}")
+            continue
+        out.append(WarningLine((code,), country.name, number, service.name, number in service.text))
+    directory = lines.international[0]
+    out.append(WarningLine((), "Elsewhere", directory.url.removeprefix("https://").rstrip("/"), directory.name))
+    return tuple(out)
+
+
+# The warning lines under the name report/html.py imports them by.
+WARNING_LINES = warning_lines()
+
+
 __all__ = [
     "Country",
     "CrisisLines",
     "International",
     "Service",
+    "WarningLine",
     "lines_for",
     "load_crisis_lines",
     "normalise_locale",
+    "warning_lines",
 ]

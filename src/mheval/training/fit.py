@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from mheval.judges.offline.trained import LinearHead
+from mheval.stats import agreement
 
 _MISSING_CLASS = -30.0  # intercept of a class absent from a training fold: never predicted
 
@@ -250,19 +251,13 @@ def fold_spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def cohen_kappa(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray) -> float:
-    """Cohen's kappa of two label sequences (1.0 when both are constant and equal): the bare point
-    estimate that model selection computes thousands of times (stats.agreement.cohen_kappa adds the
-    missing-value handling, weights and intervals that reported figures need)."""
-    a_arr, b_arr = np.asarray(a).astype(str), np.asarray(b).astype(str)
-    cats = sorted(set(a_arr) | set(b_arr))
-    index = {c: i for i, c in enumerate(cats)}
-    table = np.zeros((len(cats), len(cats)))
-    for x, y in zip(a_arr, b_arr, strict=True):
-        table[index[x], index[y]] += 1
-    n = table.sum()
-    observed = np.trace(table) / n
-    expected = float((table.sum(0) * table.sum(1)).sum()) / n**2
-    return 1.0 if expected == 1.0 else float((observed - expected) / (1.0 - expected))
+    """stats.agreement.cohen_kappa's point estimate (no interval) of two label sequences, compared as
+    text, as model selection and the training figures need it: a float, 1.0 when both sequences hold
+    one and the same label (agreement is total; the statistic itself is undefined there)."""
+    est = agreement.cohen_kappa(np.asarray(a).astype(str), np.asarray(b).astype(str), n_boot=0)
+    if est.value is None:
+        return 1.0 if est.n else float("nan")
+    return est.value
 
 
 def classifier_figures(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
