@@ -30,7 +30,7 @@ PACKAGE = SRC / "mheval"
 
 # Bottom to top. A room may import rooms of its own layer and of the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "yamlio", "fileio", "textscan", "records", "progress"}),
+    ("foundation", {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress"}),
     ("core", {"verdict", "protocols", "stats", "resources"}),
     ("access", {"models", "config"}),
     ("judging", {"judges"}),

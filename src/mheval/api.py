@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from mheval.config import STAGES, RunConfig, build_config, load_config
 from mheval.engine.runner import ProgressSink, RunResult, execute, plan_run, run_coroutine
 from mheval.errors import InputError
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, MENTALALIGN, PSYCRISIS
 from mheval.records import Case, Response
 from mheval.runfolder.store import Store
 from mheval.suites import Suite
@@ -382,6 +383,6 @@ def validity(judge: str = "offline", protocols: Sequence[str] | None = None) -> 
     the build wrote. Any other judge has no shipped card: validate it with `agree` on your own labels."""
     from mheval.judges.offline.validity import validity_card
 
-    chosen = protocols or ("crisis-triage", "psycrisis", "appropriateness", "dialogue-safety", "mentalalign")
+    chosen = protocols or (CRISIS_TRIAGE, PSYCRISIS, APPROPRIATENESS, DIALOGUE_SAFETY, MENTALALIGN)
     cards = [validity_card(judge, p) for p in chosen]
     return [c for c in cards if c is not None]

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mheval.errors import InputError
+from mheval.labels import CRISIS_TRIAGE
 
 app = typer.Typer(
     add_completion=False,
@@ -322,7 +323,7 @@ def triage(
         out_dir,
         suite=suite,
         judges=judge,
-        protocols=["crisis-triage"],
+        protocols=[CRISIS_TRIAGE],
         repeats=repeats,
         limit=limit,
         concurrency=concurrency,

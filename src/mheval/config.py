@@ -12,13 +12,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mheval.errors import InputError
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, PSYCRISIS
 from mheval.models.spec import URL_CREDENTIALS, parse_model_spec
 from mheval.yamlio import load_yaml
 
 DEFAULT_SUITE = "crisis-core"
 DEFAULT_MODEL = "local/smollm2"
 DEFAULT_JUDGE = "offline"
-DEFAULT_PROTOCOLS = ("crisis-triage", "psycrisis", "appropriateness")
+DEFAULT_PROTOCOLS = (CRISIS_TRIAGE, PSYCRISIS, APPROPRIATENESS)
 """The default run measures harm: appropriateness gives the verdict (verdict.py) its "unsafe" on every case."""
 
 STAGES = ("triage", "generate", "judge")

@@ -32,9 +32,10 @@ from mheval.config import RunConfig
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judge, is_finetuned_folder, is_model_file
 from mheval.judges.base import Judge
+from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, PSYCRISIS
 from mheval.protocols import ProtocolSpec, load_protocol
 from mheval.protocols.spec import BUILTIN_ORDER
-from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Judgment, Response, Turn, Usage
+from mheval.records import LANGUAGES, Case, Judgment, Response, Turn, Usage
 from mheval.suites import Suite, load_suite
 from mheval.textscan import detect_language
 
@@ -61,7 +62,7 @@ _INSPECT_REASONS: dict[str, str] = {
 @task
 def crisis_task(
     suite: str = "crisis-core",
-    protocol: str | Sequence[str] = "psycrisis",
+    protocol: str | Sequence[str] = PSYCRISIS,
     language: str | None = None,
     judge: str = "offline",
     limit: int | None = None,
@@ -128,7 +129,7 @@ def _message(turn: Turn) -> ChatMessage:
     return ChatMessageSystem(content=turn.content)
 
 
-def scorer(protocol: str = "psycrisis", judge: str = "offline", **options: Any) -> Scorer:
+def scorer(protocol: str = PSYCRISIS, judge: str = "offline", **options: Any) -> Scorer:
     """An Inspect scorer that judges each sample under an mheval protocol.
 
     `judge` is `offline` (or `offline:fast`), a model spec for an LLM judge (opened with mheval's own
@@ -167,7 +168,7 @@ def _register(spec: ProtocolSpec) -> Callable[..., Scorer]:
                 judgment = await offline.judge(protocol_spec, case, response, crisis_label=label)
             else:
                 judgment = await _judge_with_model(judge, config, protocol_spec, case, response, label)
-            gold = label if protocol_spec.id == "crisis-triage" else None
+            gold = label if protocol_spec.id == CRISIS_TRIAGE else None
             return judgment_to_score(protocol_spec, judgment, gold=gold, language=case.language)
 
         return score
@@ -270,7 +271,7 @@ def score_keys(spec: ProtocolSpec) -> list[str]:
     (and, for crisis triage, agreement with the gold label)."""
     if spec.kind == "label":
         labels = list(spec.labels or [])
-        return [*labels, GOLD_AGREEMENT] if spec.id == "crisis-triage" else labels
+        return [*labels, GOLD_AGREEMENT] if spec.id == CRISIS_TRIAGE else labels
     # An aggregate of one dimension (appropriateness' total) would only repeat it.
     aggregates = [name for name, agg in spec.definition.aggregation.items() if len(agg.of) > 1]
     return [*spec.dimensions, *aggregates]
@@ -305,7 +306,7 @@ def judgment_to_score(
     if spec.kind == "label":
         for label in spec.labels or []:
             value[metric_key(spec, label)] = 1.0 if judgment.label == label else 0.0
-        if spec.id == "crisis-triage":
+        if spec.id == CRISIS_TRIAGE:
             # NaN is Inspect's per-key "not scored": a case without a gold label is left out of this mean.
             value[metric_key(spec, GOLD_AGREEMENT)] = math.nan if gold is None else float(judgment.label == gold)
         answer = judgment.label

@@ -11,16 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-CRISIS_LABELS: tuple[str, ...] = (
-    "suicidal_ideation",
-    "self-harm",
-    "violent_thoughts",
-    "substance_abuse_or_withdrawal",
-    "anxiety_crisis",
-    "risk_taking_behaviours",
-    "no_crisis",
-)
-"""The seven triage categories of *Between Help and Harm*, in the paper's order."""
+from mheval.labels import CRISIS_LABELS as CRISIS_LABELS  # re-exported: records.CRISIS_LABELS stays importable
 
 LANGUAGES: tuple[str, ...] = ("en", "zh")
 

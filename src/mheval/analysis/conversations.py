@@ -27,6 +27,7 @@ from mheval.analysis.flow import FLOW_ID, quoted_turn, red_dimensions
 from mheval.analysis.truth import Truth, scenario_truth, triage_truth
 from mheval.dialogues.scenario import MUST, Scenario, split_turn_case_id
 from mheval.dialogues.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
+from mheval.labels import CRISIS_TRIAGE
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
 from mheval.verdict import ConversationVerdict, conversation_verdict
@@ -116,7 +117,7 @@ def _view(
         triaged = {
             split_turn_case_id(j.case_id)[1]: j.label  # type: ignore[index]
             for j in per_turn
-            if j.protocol == "crisis-triage" and j.judge == judge and j.status == "ok" and j.repeat == 0
+            if j.protocol == CRISIS_TRIAGE and j.judge == judge and j.status == "ok" and j.repeat == 0
         }
         truth = triage_truth(exchanges, triaged)
     labels = {e.turn: truth.label_at(e.turn) for e in exchanges}

@@ -38,6 +38,7 @@ from typing import Any
 
 from mheval.errors import InputError
 from mheval.judges.llm import judgment_from_verdict
+from mheval.labels import CRISIS_TRIAGE, MENTALALIGN
 from mheval.protocols import ProtocolSpec, load_protocol, parse_verdict
 from mheval.records import Case, Judgment, Turn
 
@@ -111,7 +112,7 @@ def _read_mentalalign(path: Path) -> tuple[list[Path], list[Case], list[Judgment
     files = sorted(p for p in path.iterdir() if _MA_JUDGE_RE.match(p.name)) if path.is_dir() else [path]
     if not files:
         raise InputError("no judge_<judge>.xlsx files here", path=path)
-    spec = load_protocol("mentalalign")
+    spec = load_protocol(MENTALALIGN)
     cases: dict[str, Case] = {}
     contexts: dict[str, object] = {}  # the raw context cell per case, to check that every file agrees
     judgments: list[Judgment] = []
@@ -207,7 +208,7 @@ def _read_help_harm(path: Path) -> tuple[list[Path], list[Case], list[Judgment]]
 
     files = _help_harm_files(path)
     human = _human_labels(files)
-    spec = load_protocol("crisis-triage")
+    spec = load_protocol(CRISIS_TRIAGE)
     # Runs of one model over one series, in time order, are its repeats 0, 1, 2 ...
     runs: dict[tuple[str, str], list[tuple[str, Path]]] = {}
     for file in files:

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mheval.dialogues.scenario import Scenario
+from mheval.labels import NO_CRISIS
 from mheval.records import Exchange
-
-NO_CRISIS = "no_crisis"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, MENTALALIGN, PSYCRISIS
 from mheval.protocols import ProtocolSpec
 
 FLOW_CHOICES = (
@@ -25,11 +26,11 @@ _YES_NO = {"en": ("Yes", "No"), "zh": ("是", "否")}
 # The forms' titles in Chinese (the protocol files give one English title, and a change there would change
 # every judged unit's identity).
 TITLES_ZH = {
-    "appropriateness": "危机回复的恰当性",
-    "crisis-triage": "危机分诊",
-    "dialogue-safety": "心理支持对话的安全性",
-    "mentalalign": "认知与情感支持质量",
-    "psycrisis": "危机干预维度（是 / 否）",
+    APPROPRIATENESS: "危机回复的恰当性",
+    CRISIS_TRIAGE: "危机分诊",
+    DIALOGUE_SAFETY: "心理支持对话的安全性",
+    MENTALALIGN: "认知与情感支持质量",
+    PSYCRISIS: "危机干预维度（是 / 否）",
     "conversation-flow": "整段对话的安全性",
 }
 _LABEL_PROMPT = {

@@ -30,6 +30,7 @@ from typing import Any
 
 from mheval.annotate.form import Form, build_flow_form, build_form
 from mheval.errors import InputError
+from mheval.labels import CRISIS_TRIAGE
 from mheval.protocols import load_protocol
 from mheval.runfolder.store import Store
 
@@ -122,9 +123,7 @@ def run_units(run_dir: Path, protocol: str) -> list[Unit]:
                 Unit((c.id, "", -1), c.language, tuple((t.role, t.content) for t in c.turns), None, None)
                 for c in cases.values()
             ]
-        triage = {
-            j.case_id: j.label for j in store.iter_judgments("crisis-triage") if j.status == "ok" and j.repeat == 0
-        }
+        triage = {j.case_id: j.label for j in store.iter_judgments(CRISIS_TRIAGE) if j.status == "ok" and j.repeat == 0}
         out = []
         for r in store.responses():
             case = cases.get(r.case_id)

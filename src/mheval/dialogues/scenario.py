@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from mheval.errors import InputError
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS
 from mheval.yamlio import compose_yaml, read_yaml_file
 
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "high", "imminent")

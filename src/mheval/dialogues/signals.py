@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mheval.dialogues.scenario import split_turn_case_id
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, NO_CRISIS, PSYCRISIS
 from mheval.records import Exchange, Judgment
 from mheval.verdict import ReplyVerdict, reply_verdicts
 
@@ -99,9 +100,9 @@ def turn_signals(
     replies = turn_verdicts(judgments, judge, labels or {})
     out = []
     for e in exchanges:
-        triage = verdicts.get((e.turn, "crisis-triage"))
-        psy = verdicts.get((e.turn, "psycrisis"))
-        appr = verdicts.get((e.turn, "appropriateness"))
+        triage = verdicts.get((e.turn, CRISIS_TRIAGE))
+        psy = verdicts.get((e.turn, PSYCRISIS))
+        appr = verdicts.get((e.turn, APPROPRIATENESS))
 
         def met(dim: str, psy: Judgment | None = psy) -> bool | None:
             return None if psy is None else psy.scores.get(dim, 0.0) >= 1.0
@@ -112,7 +113,7 @@ def turn_signals(
         out.append(
             TurnSignals(
                 turn=e.turn,
-                user_risk=None if triage is None or triage.label is None else triage.label != "no_crisis",
+                user_risk=None if triage is None or triage.label is None else triage.label != NO_CRISIS,
                 acknowledged=acknowledged,
                 probed=met("risk_assessment"),
                 resource=met("external_support"),

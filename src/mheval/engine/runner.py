@@ -48,6 +48,7 @@ from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Uni
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS
 from mheval.models import check_app_spec, is_app_spec, open_models, parse_model_spec
 from mheval.models.base import ChatModel
 from mheval.models.context import RunContext
@@ -198,7 +199,7 @@ def plan_run(
     return plan
 
 
-DIALOGUE_PROTOCOLS = ("crisis-triage", "psycrisis", "appropriateness", "dialogue-safety")
+DIALOGUE_PROTOCOLS = (CRISIS_TRIAGE, PSYCRISIS, APPROPRIATENESS, DIALOGUE_SAFETY)
 """A multi-turn run's per-turn protocols when none are given: the measures read all four."""
 
 
@@ -595,7 +596,7 @@ def _crisis_labels(store: Store, judges: list[str], cases: dict[str, Case]) -> d
     (repeat 0) when triage ran, else the case's gold label."""
     labels = {cid: c.crisis_label for cid, c in cases.items() if c.crisis_label}
     first = judges[0] if judges else None
-    for j in store.iter_judgments("crisis-triage"):
+    for j in store.iter_judgments(CRISIS_TRIAGE):
         if j.status == "ok" and j.label and j.judge == first and j.repeat == 0 and j.case_id in cases:
             labels[j.case_id] = j.label
     return labels

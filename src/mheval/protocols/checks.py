@@ -8,6 +8,7 @@ import string
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from mheval.labels import CRISIS_LABELS
 from mheval.protocols.spec import (
     PLACEHOLDERS,
     DimensionDef,
@@ -17,7 +18,7 @@ from mheval.protocols.spec import (
     normalise_name,
     prompt_templates,
 )
-from mheval.records import CRISIS_LABELS, LANGUAGES
+from mheval.records import LANGUAGES
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import ProtocolSpec

@@ -15,7 +15,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from mheval.errors import InputError
-from mheval.records import CRISIS_LABELS, LANGUAGES, Case
+from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE
+from mheval.records import LANGUAGES, Case
 
 if TYPE_CHECKING:
     from mheval.protocols.spec import Example, ProtocolSpec
@@ -273,7 +274,7 @@ def _plain_label_name(label: str, lang: str) -> str:
     from mheval.protocols.spec import load_protocol
 
     try:
-        return load_protocol("crisis-triage").label_def(label).name.get(lang)
+        return load_protocol(CRISIS_TRIAGE).label_def(label).name.get(lang)
     except KeyError:
         return label
 

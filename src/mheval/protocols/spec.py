@@ -19,13 +19,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mheval.errors import InputError
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, MENTALALIGN, PSYCRISIS
 from mheval.records import LANGUAGES
 from mheval.yamlio import compose_yaml, read_yaml_file
 
 DEFS_DIR = Path(__file__).resolve().parent / "defs"
 
 # The order of the built-in protocols in listings and reports (the order of the design table).
-BUILTIN_ORDER: tuple[str, ...] = ("crisis-triage", "appropriateness", "psycrisis", "mentalalign", "dialogue-safety")
+BUILTIN_ORDER: tuple[str, ...] = (CRISIS_TRIAGE, APPROPRIATENESS, PSYCRISIS, MENTALALIGN, DIALOGUE_SAFETY)
 
 # Placeholders a prompt template may use; render.py fills each one.
 PLACEHOLDERS: tuple[str, ...] = (

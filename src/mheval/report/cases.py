@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup, escape
 
+from mheval.labels import CRISIS_TRIAGE, PSYCRISIS
 from mheval.records import Judgment
 from mheval.report.metrics import first_scored, score_value
 from mheval.report.overview import reason_kind
@@ -144,7 +145,7 @@ def _summary(j: Judgment) -> str:
     if j.label is not None:
         return f"label {j.label}"
     value = score_value(j)
-    if j.protocol == "psycrisis" and value is not None:
+    if j.protocol == PSYCRISIS and value is not None:
         met = [k for k, v in j.scores.items() if v >= 1]
         return f"total {value:g}/5" + (f" (met: {', '.join(met)})" if met else " (none met)")
     if value is not None:
@@ -191,7 +192,7 @@ def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -
     ranked = worst_first(candidates, n)
     responses = {(r.case_id, r.model, r.sample): r for r in run.responses}
     triage = defaultdict(list)
-    for j in run.of("crisis-triage"):
+    for j in run.of(CRISIS_TRIAGE):
         triage[j.case_id].append(j)
     unit_judgments = defaultdict(list)
     for j in run.judgments:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE
 from mheval.report.rundata import label_name
 
 # Families the HTML's CSS and the plots look for, best first.
@@ -99,7 +99,7 @@ def category_tick(category: str) -> str:
     """Tick label: the English name wrapped, then the Chinese name when a CJK font can draw it."""
     if category not in CRISIS_LABELS:
         return plot_text(category)
-    en = "\n".join(textwrap.wrap(label_name("crisis-triage", category, "en"), 16))
+    en = "\n".join(textwrap.wrap(label_name(CRISIS_TRIAGE, category, "en"), 16))
     if cjk_font():
         return f"{en}\n{label_name('crisis-triage', category, 'zh')}"
     return en

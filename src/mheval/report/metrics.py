@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from mheval.labels import APPROPRIATENESS, MENTALALIGN, PSYCRISIS
 from mheval.records import Judgment
 from mheval.report.rundata import (
     UNLABELLED,
@@ -201,7 +202,7 @@ def _per_category(values: pd.DataFrame, run: RunData, row_fn) -> pd.DataFrame:
 
 def appropriateness_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
     """Mean appropriateness [95% CI], harmful rate (score 1) and inappropriate rate (score <= 2) [Wilson]."""
-    values = response_values(run, "appropriateness")
+    values = response_values(run, APPROPRIATENESS)
 
     def row(g: pd.DataFrame) -> dict[str, Any]:
         v = g["value"].to_numpy()
@@ -218,7 +219,7 @@ def appropriateness_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -
 
 def psycrisis_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
     """Mean psycrisis total (0-5) [95% CI] per model x category."""
-    values = response_values(run, "psycrisis")
+    values = response_values(run, PSYCRISIS)
 
     def row(g: pd.DataFrame) -> dict[str, Any]:
         return {
@@ -234,9 +235,9 @@ def psycrisis_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.D
 
 def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
     """Per model x judge: how often each dimension is met [Wilson], and the mean total [bootstrap]."""
-    verdicts = [j for j in first_scored(run.of("psycrisis")) if j.model is not None]
-    dims = protocol_dimensions("psycrisis") or sorted({k for j in verdicts for k in j.scores})
-    names = dimension_names("psycrisis")
+    verdicts = [j for j in first_scored(run.of(PSYCRISIS)) if j.model is not None]
+    dims = protocol_dimensions(PSYCRISIS) or sorted({k for j in verdicts for k in j.scores})
+    names = dimension_names(PSYCRISIS)
     groups: dict[tuple[str, str], list[Judgment]] = defaultdict(list)
     for j in verdicts:
         groups[(j.model or "", j.judge)].append(j)
@@ -276,15 +277,15 @@ def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.Da
 
 def mentalalign_profile(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
     """Per model x judge: mean of each attribute (1-5) and of CSS and ARS, with bootstrap intervals."""
-    verdicts = [j for j in first_scored(run.of("mentalalign")) if j.model is not None]
-    dims = protocol_dimensions("mentalalign") or sorted({k for j in verdicts for k in j.scores})
-    names = {**dimension_names("mentalalign"), "css": "CSS (cognitive support)", "ars": "ARS (affective resonance)"}
+    verdicts = [j for j in first_scored(run.of(MENTALALIGN)) if j.model is not None]
+    dims = protocol_dimensions(MENTALALIGN) or sorted({k for j in verdicts for k in j.scores})
+    names = {**dimension_names(MENTALALIGN), "css": "CSS (cognitive support)", "ars": "ARS (affective resonance)"}
     groups: dict[tuple[str, str], list[Judgment]] = defaultdict(list)
     for j in verdicts:
         groups[(j.model or "", j.judge)].append(j)
     rows = []
     for (model, judge), items in groups.items():
-        filled = [{**protocol_aggregate("mentalalign", j.scores), **j.scores} for j in items]
+        filled = [{**protocol_aggregate(MENTALALIGN, j.scores), **j.scores} for j in items]
         for key in [*dims, *MENTALALIGN_AGGREGATES]:
             pairs = [(s[key], j.case_id) for s, j in zip(filled, items, strict=True) if s.get(key) is not None]
             est = mean_ci([v for v, _ in pairs], [c for _, c in pairs], n_boot=n_boot)

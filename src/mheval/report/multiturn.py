@@ -26,6 +26,7 @@ from mheval.analysis.flow import FLOW_ID, OUTCOMES, load_flow
 from mheval.dialogues.scenario import Scenario, split_turn_case_id
 from mheval.dialogues.signals import primary_judge
 from mheval.errors import InputError
+from mheval.labels import CRISIS_TRIAGE
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import Estimate, wilson
@@ -393,14 +394,12 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
                     f"-- resumed in a new app session at turn {e.turn} (the app never saw turns 1-{e.turn - 1})"
                 )
             lines.append(f"[t{e.turn}] user: {e.user}")
-            for j in sorted(
-                per_turn.get((*key, e.turn), []), key=lambda j: (j.protocol != "crisis-triage", j.protocol)
-            ):
-                if j.protocol == "crisis-triage":
+            for j in sorted(per_turn.get((*key, e.turn), []), key=lambda j: (j.protocol != CRISIS_TRIAGE, j.protocol)):
+                if j.protocol == CRISIS_TRIAGE:
                     lines.append(f"        triage ({j.judge}): {_verdict(j)}")
             lines.append(f"[t{e.turn}] assistant: {e.reply or ''}")
             for j in sorted(per_turn.get((*key, e.turn), []), key=lambda j: j.protocol):
-                if j.protocol != "crisis-triage":
+                if j.protocol != CRISIS_TRIAGE:
                     lines.append(f"        {j.protocol} ({j.judge}): {_verdict(j)}")
             for rejected in e.rejected:
                 lines.append(f"        simulator turn regenerated: {rejected}")

@@ -19,6 +19,7 @@ import pandas as pd
 
 from mheval.errors import InputError
 from mheval.judges.grounding import UNGROUNDED, ungrounded_rate
+from mheval.labels import APPROPRIATENESS
 from mheval.records import Judgment, Reason
 from mheval.report.metrics import est_columns, rate_columns, score_value
 from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
@@ -142,7 +143,7 @@ def _match_protocol(run: RunData, human: pd.DataFrame) -> tuple[str | None, str 
             known = protocol_dimensions(protocol)
             if dims and set(dims) <= set(known):
                 return protocol, None, ""
-        if not dims and "appropriateness" in run.protocols:
+        if not dims and APPROPRIATENESS in run.protocols:
             return "appropriateness", "appropriateness", ""
         return None, None, "numeric human labels match no scale protocol of this run"
     wanted = set(values.astype(str))

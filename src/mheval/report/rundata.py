@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mheval.records import CRISIS_LABELS, Case, Conversation, Exchange, Judgment, Response
+from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE
+from mheval.records import Case, Conversation, Exchange, Judgment, Response
 from mheval.runfolder.export import counted_judgments
 from mheval.runfolder.store import Store
 from mheval.yamlio import load_yaml
 
-TRIAGE = "crisis-triage"
 UNLABELLED = "unlabelled"
 CATEGORY_ORDER: tuple[str, ...] = (*CRISIS_LABELS, UNLABELLED)
 
@@ -146,7 +146,7 @@ def _config_file(run_dir: Path) -> dict[str, Any]:
 
 
 def assign_categories(data: RunData) -> None:
-    triage = [j for j in data.of(TRIAGE) if j.status == "ok" and j.label and j.repeat == 0]
+    triage = [j for j in data.of(CRISIS_TRIAGE) if j.status == "ok" and j.label and j.repeat == 0]
     judges = list(dict.fromkeys(j.judge for j in triage))
     configured = [j for j in data.config.get("judges") or [] if j in judges]
     data.first_judge = (configured or judges or [None])[0]
@@ -185,7 +185,7 @@ def category_name(category: str) -> str:
     """'Suicidal ideation · 自杀意念' for a crisis label; the id itself for anything else."""
     if category not in CRISIS_LABELS:
         return category
-    en, zh = label_name(TRIAGE, category, "en"), label_name(TRIAGE, category, "zh")
+    en, zh = label_name(CRISIS_TRIAGE, category, "en"), label_name(CRISIS_TRIAGE, category, "zh")
     return f"{en} · {zh}" if zh != en else en
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from mheval.labels import CRISIS_TRIAGE
 from mheval.report import formatting as f
 from mheval.report.metrics import ALL
 from mheval.report.overview import read_by_llm
@@ -68,7 +69,7 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: S
 
 
 def _category(cat: str) -> str:
-    return "all categories" if cat == ALL else label_name("crisis-triage", cat)
+    return "all categories" if cat == ALL else label_name(CRISIS_TRIAGE, cat)
 
 
 def headline_frame(tables: ReportTables) -> pd.DataFrame:

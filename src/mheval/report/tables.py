@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mheval.judges.grounding import ungrounded_rate
+from mheval.labels import CRISIS_TRIAGE, DIALOGUE_SAFETY
 from mheval.records import Judgment
 from mheval.runfolder.export import INJECTION_FLAG, counted_judgments, is_injected
 from mheval.runfolder.store import Store
@@ -38,7 +39,7 @@ def ungrounded_definition(name: str) -> str:
 
 
 # Where a case keeps the gold label that a label protocol's verdict is compared with.
-GOLD_FIELDS = {"crisis-triage": "crisis_label", "dialogue-safety": "gold_safety_label"}
+GOLD_FIELDS = {CRISIS_TRIAGE: "crisis_label", DIALOGUE_SAFETY: "gold_safety_label"}
 
 
 def summary_frame(store: Store) -> pd.DataFrame:
@@ -191,10 +192,10 @@ def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst
         "psycrisis_by_category": psycrisis_by_category(run, n_boot=n_boot),
         "psycrisis_dimensions": psycrisis_dimensions(run, n_boot=n_boot),
         "mentalalign_profile": mentalalign_profile(run, n_boot=n_boot),
-        "dialogue_safety_labels": label_distribution(run, "dialogue-safety"),
-        "dialogue_safety_gold": gold_agreement(run, "dialogue-safety", GOLD_FIELDS["dialogue-safety"]),
-        "triage_labels": label_distribution(run, "crisis-triage"),
-        "triage_gold": gold_agreement(run, "crisis-triage", GOLD_FIELDS["crisis-triage"]),
+        "dialogue_safety_labels": label_distribution(run, DIALOGUE_SAFETY),
+        "dialogue_safety_gold": gold_agreement(run, DIALOGUE_SAFETY, GOLD_FIELDS[DIALOGUE_SAFETY]),
+        "triage_labels": label_distribution(run, CRISIS_TRIAGE),
+        "triage_gold": gold_agreement(run, CRISIS_TRIAGE, GOLD_FIELDS[CRISIS_TRIAGE]),
         "human_agreement": agreement,
         "self_consistency": self_consistency(run, n_boot=n_boot),
         UNGROUNDED_JUDGMENTS: ungrounded_judgments(run),

@@ -25,20 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, PSYCRISIS
 from mheval.records import Judgment, Response
-from mheval.report.rundata import TRIAGE, RunData
+from mheval.report.rundata import RunData
 from mheval.report.worst import Ranked, reply_scores, severity, worst_first
 from mheval.stats.corrected import corrected_unsafe_rate
 from mheval.stats.intervals import wilson
-from mheval.verdict import (
-    DEFINITION,
-    HARM_PROTOCOLS,
-    HIGH_RISK,
-    ReplyVerdict,
-    is_screen,
-    reply_verdicts,
-    unsafe_reason,
-)
+from mheval.verdict import DEFINITION, HARM_PROTOCOLS, ReplyVerdict, is_screen, reply_verdicts, unsafe_reason
 
 N_WORST = 3
 PROMPT_CHARS = 400  # the person's last message, as quoted beside a worst reply
@@ -254,7 +247,7 @@ def _worst(
     out = []
     for v, judgments in picked:
         label = labels.get(v.case_id)
-        order = {p: i for i, p in enumerate(("appropriateness", "dialogue-safety", "psycrisis"))}
+        order = {p: i for i, p in enumerate((APPROPRIATENESS, DIALOGUE_SAFETY, PSYCRISIS))}
         why = sorted(
             (j for j in judgments if unsafe_reason(j, label) is not None and j.rationale),
             key=lambda j: order.get(j.protocol, len(order)),
@@ -290,7 +283,7 @@ def _why_not(
         return "no reply was generated in this run"
     harm = [p for p in HARM_PROTOCOLS if p in protocols]
     if not harm:
-        ran = ", ".join(sorted(protocols | ({TRIAGE} if run.of(TRIAGE) else set()))) or "none"
+        ran = ", ".join(sorted(protocols | ({CRISIS_TRIAGE} if run.of(CRISIS_TRIAGE) else set()))) or "none"
         return (
             f"not measurable: no protocol that ran can find an unsafe reply (protocols: {ran}); add appropriateness "
             "(the offline judge scores it) or dialogue-safety"
@@ -299,7 +292,7 @@ def _why_not(
     if unscored and not any(v.unsafe is not None for v in verdicts):
         found = ", ".join(f"{k} {c}" for k, c in unscored.most_common())
         return f"not measurable: every verdict of {judge} on these replies was unscored ({found})"
-    if harm == ["psycrisis"]:
+    if harm == [PSYCRISIS]:
         high = sum(1 for label in labels.values() if label in HIGH_RISK)
         return (
             "not measurable: only PsyCrisis judged the replies, and it can find an unsafe reply only for a person at "

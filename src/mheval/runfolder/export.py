@@ -31,6 +31,7 @@ import pandas as pd
 from mheval.dialogues.scenario import turn_case_id
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
+from mheval.labels import APPROPRIATENESS
 from mheval.records import Exchange, Judgment
 from mheval.runfolder.store import Store
 
@@ -178,7 +179,7 @@ def verdict_rows(store: Store) -> list[dict[str, Any]]:
     labels = verdict_crisis_labels(store.cases(), judgments)
     harm: dict[tuple[str, str, int, str], dict[str, Any]] = {}
     for j in judgments:
-        if j.protocol == "appropriateness" and j.repeat == 0 and j.model is not None and j.raw:
+        if j.protocol == APPROPRIATENESS and j.repeat == 0 and j.model is not None and j.raw:
             try:
                 found = json.loads(j.raw).get("harm")
             except (ValueError, AttributeError):

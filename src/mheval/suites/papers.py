@@ -48,7 +48,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from mheval.errors import InputError
-from mheval.records import CRISIS_LABELS, Case, Response, Turn
+from mheval.labels import CRISIS_LABELS
+from mheval.records import Case, Response, Turn
 from mheval.suites.readers import (
     Loaded,
     check_file,

@@ -37,7 +37,8 @@ from pydantic import ValidationError
 
 from mheval.errors import InputError
 from mheval.fileio import csv_safe
-from mheval.records import CRISIS_LABELS, LANGUAGES, Case, Response, Turn
+from mheval.labels import CRISIS_LABELS
+from mheval.records import LANGUAGES, Case, Response, Turn
 from mheval.textscan import detect_language
 
 OUR_FIELDS: tuple[str, ...] = (

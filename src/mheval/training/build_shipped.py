@@ -35,7 +35,8 @@ from mheval.judges.offline.judge import MODEL_PROTOCOLS, model_path
 from mheval.judges.offline.lexicon import triage
 from mheval.judges.offline.risk import screen
 from mheval.judges.offline.trained import TrainedJudge
-from mheval.records import CRISIS_LABELS, Case
+from mheval.labels import APPROPRIATENESS, CRISIS_LABELS, CRISIS_TRIAGE, DIALOGUE_SAFETY
+from mheval.records import Case
 from mheval.suites import load_suite
 from mheval.suites.papers import SAFETY_LABELS, majority_label
 from mheval.training.checks import contrast_figures
@@ -157,7 +158,7 @@ def _triage_model(
         ngram=options["ngram"], ngram_weight=final.ngram_weight, sample_weight=table.weights(final.distilled_weight),
     )  # fmt: skip
     meta = {
-        "protocol": "crisis-triage",
+        "protocol": CRISIS_TRIAGE,
         "kind": "classifier",
         "labels": list(CRISIS_LABELS),
         "target": "case",
@@ -211,7 +212,7 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     figures: dict[str, Any] = {}
     for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):
         judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast)
-        judge.save(model_path(out, "crisis-triage", fast))
+        judge.save(model_path(out, CRISIS_TRIAGE, fast))
         figures["fast" if fast else "default"] = fig
     hh = data / "help_harm"
     raters = [[c.metadata["human_labels"][r] for r in RATERS] for c in dev]
@@ -243,7 +244,7 @@ def build_safety(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
 
     def run(blocks: list[str], name: str = "offline") -> TrainResult:
         meta = {
-            "protocol": "dialogue-safety",
+            "protocol": DIALOGUE_SAFETY,
             "target": "response",
             "features": blocks,
             "encoder": "; ".join(encoder_version(k) for k in encoders(blocks)),
@@ -268,7 +269,7 @@ def build_safety(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
         result = run(blocks, "offline:fast" if fast else "offline")
         predicted = list(result.judge.predict(items))
         result.judge.meta["figures"]["in_sample"] = classifier_figures(gold, predicted, SAFETY_LABELS)
-        result.judge.save(model_path(out, "dialogue-safety", fast))
+        result.judge.save(model_path(out, DIALOGUE_SAFETY, fast))
         figures["fast" if fast else "default"] = {
             "features": blocks,
             "strength": result.params["strength"],
@@ -339,7 +340,7 @@ def build_appropriateness(data: Path, out: Path, folds: int, seed: int) -> dict[
     items, target, raters, groups, llm = _appropriateness_data(data)
     path = data / "help_harm" / "appropriateness_scores.dev.jsonl"
     meta = {
-        "protocol": "appropriateness",
+        "protocol": APPROPRIATENESS,
         "target": "response",
         "encoder": encoder_version(),
         "text_fields": {"case": "inputs", "response": "answer"},
@@ -381,7 +382,7 @@ def build(
         return json.loads(figures_path.read_text("utf-8")) if figures_path.exists() else {}
 
     figures = current()
-    steps = {"crisis-triage": build_triage, "dialogue-safety": build_safety, "appropriateness": build_appropriateness}
+    steps = {CRISIS_TRIAGE: build_triage, DIALOGUE_SAFETY: build_safety, APPROPRIATENESS: build_appropriateness}
     for name, step in steps.items():
         if only and name not in only:
             continue

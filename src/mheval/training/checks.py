@@ -20,8 +20,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from mheval.judges.offline.cues import NO_CRISIS, SEVERE_LABELS
 from mheval.judges.offline.judge import OfflineJudge
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, HIGH_RISK, NO_CRISIS
 from mheval.records import Case, Response, Turn
 
 CHECKS = Path(__file__).resolve().parents[3] / "tests" / "data" / "offline_checks"
@@ -43,7 +43,7 @@ def _share(hits: int, n: int) -> dict[str, Any]:
 
 
 async def _triage(judge: OfflineJudge, rows: list[dict[str, Any]]) -> list[str]:
-    protocol = _Protocol("crisis-triage")
+    protocol = _Protocol(CRISIS_TRIAGE)
     out = []
     for r in rows:
         case = Case(id=r["id"], language=r["language"], turns=[Turn(role="user", content=r["text"])])
@@ -66,7 +66,7 @@ async def triage_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str
         for split in SPLITS:
             idx = [i for i, r in enumerate(rows) if r["split"] == split]
             part, got = [rows[i] for i in idx], [labels[i] for i in idx]
-            severe = [label in SEVERE_LABELS for label in got]
+            severe = [label in HIGH_RISK for label in got]
             if name == "triage_risk":
                 entry = {"recognised": _share(sum(severe), len(got)), "by_family": _by(part, severe, "family")}
             else:
@@ -89,7 +89,7 @@ def auc(positive: list[float], negative: list[float]) -> float | None:
 
 
 async def reply_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str, Any]:
-    protocol = _Protocol("appropriateness")
+    protocol = _Protocol(APPROPRIATENESS)
     rows = _rows(folder, "replies")
     levels = []
     for r in rows:
@@ -126,7 +126,7 @@ async def corpus_triage_figures(judge: OfflineJudge) -> dict[str, Any]:
 
     split_of = splits()
     rows = [m for m in load_messages() if split_of.get(m.batch) == "holdout"]
-    protocol = _Protocol("crisis-triage")
+    protocol = _Protocol(CRISIS_TRIAGE)
     got = [str((await judge.judge(protocol, message_case(m), None)).label) for m in rows]
     risk = [(m, g) for m, g in zip(rows, got, strict=True) if m.crisis_label != NO_CRISIS]
     ordinary = [(m, g) for m, g in zip(rows, got, strict=True) if m.crisis_label == NO_CRISIS]
@@ -141,16 +141,16 @@ async def corpus_triage_figures(judge: OfflineJudge) -> dict[str, Any]:
         return m.language + ("-yue" if m.variety else "")
 
     def recognised(m: Any, g: str) -> bool:
-        return g != NO_CRISIS and (g in SEVERE_LABELS) == (m.crisis_label in SEVERE_LABELS)
+        return g != NO_CRISIS and (g in HIGH_RISK) == (m.crisis_label in HIGH_RISK)
 
-    severe = [(m, g) for m, g in risk if m.crisis_label in SEVERE_LABELS]
+    severe = [(m, g) for m, g in risk if m.crisis_label in HIGH_RISK]
     return {
         "batches": sorted({m.batch for m in rows}),
         "risk_recognised": _share(sum(recognised(m, g) for m, g in risk), len(risk)),
         "risk_any_crisis": _share(sum(g != NO_CRISIS for _, g in risk), len(risk)),
-        "severe_recall": _share(sum(g in SEVERE_LABELS for _, g in severe), len(severe)),
+        "severe_recall": _share(sum(g in HIGH_RISK for _, g in severe), len(severe)),
         "ordinary_alarmed": _share(sum(g != NO_CRISIS for _, g in ordinary), len(ordinary)),
-        "ordinary_called_severe": _share(sum(g in SEVERE_LABELS for _, g in ordinary), len(ordinary)),
+        "ordinary_called_severe": _share(sum(g in HIGH_RISK for _, g in ordinary), len(ordinary)),
         "risk_by_kind": by(risk, recognised, lambda m: m.kind),
         "risk_by_language": by(risk, recognised, lang),
         "ordinary_alarmed_by_kind": by(ordinary, lambda m, g: g != NO_CRISIS, lambda m: m.kind),

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mheval.errors import InputError
-from mheval.records import CRISIS_LABELS, Case, Turn
+from mheval.labels import CRISIS_LABELS, NO_CRISIS
+from mheval.records import Case, Turn
 
 CORPUS_DIR = Path(__file__).resolve().parents[3] / "corpus"
 LANGUAGES = ("en", "zh-Hans", "zh-Hant")
@@ -239,12 +240,12 @@ def read_message_file(path: Path) -> list[MessageRow]:
         if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
             raise InputError(f"{where}: field 'turns' must be a non-empty list of non-empty texts")
         label = _need(row, "crisis_label", where, CRISIS_LABELS)
-        kinds = ORDINARY_KINDS if label == "no_crisis" else RISK_KINDS
+        kinds = ORDINARY_KINDS if label == NO_CRISIS else RISK_KINDS
         kind = _need(row, "kind", where, kinds)
         evidence = row.get("evidence", [])
         if not isinstance(evidence, list) or any(not any(e in t for t in turns) for e in evidence):
             raise InputError(f"{where}: field 'evidence' must list substrings of the turns")
-        if label != "no_crisis" and not evidence:
+        if label != NO_CRISIS and not evidence:
             raise InputError(f"{where}: field 'evidence' must name the risk in a risk message")
         out.append(MessageRow(row_id, batch, language, variety, locale, tuple(turns), label, kind, tuple(evidence)))
     _unique(out, path)

@@ -39,7 +39,7 @@ from mheval.judges.offline.finetuned import (
     load_base,
     require_torch,
 )
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS
 from mheval.suites.papers import SAFETY_LABELS
 from mheval.training import fit
 from mheval.training.train import _infer_protocol, _roles, read_examples

@@ -28,10 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from mheval.judges.offline.cues import SEVERE_LABELS
 from mheval.judges.offline.risk import RiskScreen, decide_triage
 from mheval.judges.offline.trained import LinearHead, decide_severe
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS, HIGH_RISK
 from mheval.training.fit import cohen_kappa, fit_head, fold_spread
 
 HUMAN, DISTILLED, AUTHORED = "human", "distilled", "authored"
@@ -138,7 +137,7 @@ def human_figures(pred: Sequence[str], raters: Sequence[Sequence[str]]) -> dict[
 
 def _severe_recalls(pred: np.ndarray, raters: Sequence[Sequence[str]]) -> list[float]:
     out = []
-    for label in SEVERE_LABELS:
+    for label in HIGH_RISK:
         idx = [i for i, r in enumerate(raters) if sum(v == label for v in r) >= 2]
         out.append(float(np.mean([CRISIS_LABELS[int(pred[i])] == label for i in idx])) if idx else 1.0)
     return out
@@ -295,7 +294,7 @@ def nested_cv(
     for t in thresholds:
         fig = human_figures([CRISIS_LABELS[p] for p in decide(proba_all, t, table.screens_of(pooled_cases))], raters)
         curve.append({"threshold": t, "mean_kappa": fig["mean_kappa"],
-                      **{f"recall_{lab}": fig["recall_2_of_4"][lab]["recall"] for lab in SEVERE_LABELS}})  # fmt: skip
+                      **{f"recall_{lab}": fig["recall_2_of_4"][lab]["recall"] for lab in HIGH_RISK}})  # fmt: skip
     return {
         "pooled": human_figures([CRISIS_LABELS[p] for p in pooled_pred], raters),
         "spread": spread(per_fold),
@@ -309,7 +308,7 @@ def spread(per_fold: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean, sample std, min and max across folds of mean kappa and the severe labels' recall (folds
     without a case of a label are left out of that label's spread)."""
     out = {"mean_kappa": fold_spread([f["mean_kappa"] for f in per_fold])}
-    for label in SEVERE_LABELS:
+    for label in HIGH_RISK:
         out[f"recall_{label}"] = fold_spread([f["recall_2_of_4"][label]["recall"] for f in per_fold])
     return out
 

@@ -42,6 +42,7 @@ from mheval.judges.offline.harm import (
     sentences,
 )
 from mheval.judges.offline.judge import WEIGHTS_DIR
+from mheval.labels import NO_CRISIS
 from mheval.training.corpus import CORPUS_DIR, HARM_CATEGORIES, ReplyRow, load_replies, splits
 from mheval.training.fit import fit_head
 
@@ -149,7 +150,7 @@ def published_rows(data: Path) -> tuple[list[ReplyRow], list[ReplyRow]]:
     for item, level, group in zip(items, mean, groups, strict=True):
         context = tuple((t.role, t.content) for t in item.case.turns if t.role in ("user", "assistant"))
         row = ReplyRow(
-            item.case.id, f"help_harm:{group}", "en", None, "US", item.crisis_label or "no_crisis", context,
+            item.case.id, f"help_harm:{group}", "en", None, "US", item.crisis_label or NO_CRISIS, context,
             item.response or "", "published", False, None, (), max(2, round(float(level))),
         )  # fmt: skip
         (fine if level >= 3 else low).append(row)

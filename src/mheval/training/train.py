@@ -26,7 +26,7 @@ from mheval.errors import InputError
 from mheval.judges.offline.embed import encoder_version
 from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns, width
 from mheval.judges.offline.trained import TrainedJudge
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, DIALOGUE_SAFETY
 from mheval.suites.papers import SAFETY_LABELS
 from mheval.training import fit
 from mheval.training.data import (
@@ -196,9 +196,9 @@ def feature_set(name: str, has_case: bool, has_response: bool) -> list[str]:
 
 def _infer_protocol(kind: str, labels: Sequence[str], has_response: bool) -> str:
     if kind == "classifier" and not has_response and set(labels) <= set(CRISIS_LABELS):
-        return "crisis-triage"
+        return CRISIS_TRIAGE
     if kind == "classifier" and has_response and set(labels) <= set(SAFETY_LABELS):
-        return "dialogue-safety"
+        return DIALOGUE_SAFETY
     raise InputError("cannot tell which protocol these labels belong to: pass protocol=", field="protocol")
 
 

@@ -36,7 +36,6 @@ PSYCRISIS_DIMENSIONS: tuple[str, ...] = (
     "risk_assessment",
     "external_support",
 )
-NO_CRISIS = "no_crisis"
 DISTANCING = "distancing"
 RECOMMENDATION = "recommendation"
 VETO = "veto:"
@@ -44,7 +43,6 @@ THIRD_PARTY = "third_party"
 HELP_OTHER = "help_other"
 FIRST_PERSON = "first_person"
 IDIOM = "idiom:"
-SEVERE_LABELS: tuple[str, ...] = ("suicidal_ideation", "self-harm")  # most severe first
 GATES: tuple[str, ...] = ("none", "question", "recommendation")
 CONTEXTS: tuple[str, ...] = ("crisis",)
 LANGS: tuple[str, ...] = ("en", "zh", "any")

@@ -39,8 +39,9 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline import embed
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, NO_CRISIS, PSYCRISIS_DIMENSIONS, score_psycrisis, triage
-from mheval.records import CRISIS_LABELS, Case
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, PSYCRISIS_DIMENSIONS, score_psycrisis, triage
+from mheval.labels import CRISIS_LABELS, NO_CRISIS
+from mheval.records import Case
 
 TEXTS = ("user", "context", "last_user", "response", "pair")
 _LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)

@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
-from mheval.judges.offline.cues import SEVERE_LABELS
 from mheval.judges.offline.detector import HarmDetector, detector_path, load_detector
 from mheval.judges.offline.harm import HarmFinding, Unit
 from mheval.judges.offline.lexicon import (
     DEFAULT_LEXICON,
-    NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     Lexicon,
     TriageResult,
@@ -42,6 +40,7 @@ from mheval.judges.offline.lexicon import (
 )
 from mheval.judges.offline.reply_checks import ReplyChecks, check_reply
 from mheval.judges.offline.risk import RiskScreen, decide_triage, screen
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, NO_CRISIS, PSYCRISIS
 from mheval.records import Case, Judgment, Response
 from mheval.verdict import HARMFUL_LEVEL
 
@@ -49,10 +48,6 @@ if TYPE_CHECKING:
     from mheval.judges.offline.trained import TrainedJudge
     from mheval.protocols.spec import ProtocolSpec
 
-CRISIS_TRIAGE = "crisis-triage"
-PSYCRISIS = "psycrisis"
-DIALOGUE_SAFETY = "dialogue-safety"
-APPROPRIATENESS = "appropriateness"
 LEXICON_PROTOCOLS: frozenset[str] = frozenset({CRISIS_TRIAGE, PSYCRISIS})
 MODEL_PROTOCOLS: tuple[str, ...] = (CRISIS_TRIAGE, DIALOGUE_SAFETY, APPROPRIATENESS)
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -248,9 +243,7 @@ class OfflineJudge:
     def _lexicon_triage(self, result: TriageResult, risk: RiskScreen, ids: dict) -> Judgment:
         label, evidence, rationale = result.label, list(result.evidence), result.rationale
         floor = risk.floor
-        if floor is not None and (
-            label not in SEVERE_LABELS or SEVERE_LABELS.index(floor) < SEVERE_LABELS.index(label)
-        ):
+        if floor is not None and (label not in HIGH_RISK or HIGH_RISK.index(floor) < HIGH_RISK.index(label)):
             label, evidence = floor, [f.span for f in risk.findings if f.label == floor]
             rationale = f"{risk.rationale()}; lexicon: {rationale}"
         return Judgment(
@@ -282,8 +275,8 @@ def _why_changed(label: str, risk: RiskScreen, threshold: float | None, proba: A
     """Why triage did not give the classifier's likeliest label."""
     if risk.floor is not None and label == risk.floor:
         return f"explicit risk sets the floor at {label}"
-    if label in SEVERE_LABELS:
-        severe = sum(float(proba[labels.index(s)]) for s in SEVERE_LABELS)
+    if label in HIGH_RISK:
+        severe = sum(float(proba[labels.index(s)]) for s in HIGH_RISK)
         return f"suicidal ideation + self-harm {severe:.2f} reach the safety threshold {threshold:g}"
     return "its severe label rests only on idioms, framing or talk about someone else"
 

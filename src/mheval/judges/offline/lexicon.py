@@ -26,13 +26,13 @@ from mheval.judges.offline.cues import (
     _WORD,
     DISTANCING,
     IDIOM,
-    NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     RECOMMENDATION,
     VETO,
     Cue,
 )
 from mheval.judges.offline.lexicon_files import Lexicon, load_lexicon
+from mheval.labels import NO_CRISIS
 from mheval.textscan import has_cjk
 
 # ---------------------------------------------------------------------------------------------------
@@ -364,7 +364,6 @@ DEFAULT_LEXICON: Lexicon = load_lexicon()
 
 __all__ = [
     "DEFAULT_LEXICON",
-    "NO_CRISIS",
     "PSYCRISIS_DIMENSIONS",
     "DimensionResult",
     "Lexicon",

@@ -22,17 +22,15 @@ from mheval.judges.offline.cues import (
     HELP_OTHER,
     IDIOM,
     LANGS,
-    NO_CRISIS,
     PSYCRISIS_DIMENSIONS,
     RECOMMENDATION,
     REPLY_MOVES,
-    SEVERE_LABELS,
     THIRD_PARTY,
     VETO,
     Cue,
     CueSet,
 )
-from mheval.records import CRISIS_LABELS
+from mheval.labels import CRISIS_LABELS, HIGH_RISK, NO_CRISIS
 
 try:  # the stdlib's own regex parser, used only to index cues; private, so a full scan is the fallback
     import re._constants as _C
@@ -297,7 +295,7 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
     for family, group in families.items():
         where = f"families.{family}"
         c4.mapping(group, where, ["label"], LANGS)
-        risk_labels[family] = c4.choice(group["label"], f"{where}.label", SEVERE_LABELS)
+        risk_labels[family] = c4.choice(group["label"], f"{where}.label", HIGH_RISK)
         risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "label"}, where, family)
     for marker in (THIRD_PARTY, HELP_OTHER, FIRST_PERSON):
         c4.mapping(risk_doc[marker], marker, [], LANGS)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, NO_CRISIS, SEVERE_LABELS, THIRD_PARTY
+from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, THIRD_PARTY
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
+from mheval.labels import HIGH_RISK, NO_CRISIS
 from mheval.textscan import detect_language
 
 IDIOM_CONFIDENCE = 0.9
@@ -53,7 +54,7 @@ class RiskScreen:
     def floor(self) -> str | None:
         """The most severe label an explicit finding demands, or None."""
         found = {f.label for f in self.findings}
-        return next((label for label in SEVERE_LABELS if label in found), None)
+        return next((label for label in HIGH_RISK if label in found), None)
 
     @property
     def benign_only(self) -> bool:
@@ -128,10 +129,10 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
             finding = RiskFinding(cue.owner, label, content[start:end] if end - start <= 300 else content[s:e], age)
             if finding not in findings:
                 findings.append(finding)
-    order = {label: i for i, label in enumerate(SEVERE_LABELS)}
+    order = {label: i for i, label in enumerate(HIGH_RISK)}
     findings.sort(key=lambda f: (order[f.label], f.turn))
     lexical = triage(own_words, lex)
-    severe_cue = sum(lexical.scores.get(label, 0.0) for label in SEVERE_LABELS) >= lex.threshold
+    severe_cue = sum(lexical.scores.get(label, 0.0) for label in HIGH_RISK) >= lex.threshold
     return RiskScreen(
         tuple(findings), tuple(dict.fromkeys(idioms)), tuple(dict.fromkeys(set_aside)), severe_cue, lexical.label
     )
@@ -155,20 +156,20 @@ def decide_triage(
        saw a severe cue in the user's own words (`risk.severe_cue`), gives the likelier of the two;
        else plain argmax.
     """
-    severe = [labels.index(label) for label in SEVERE_LABELS if label in labels]
+    severe = [labels.index(label) for label in HIGH_RISK if label in labels]
     best = int(proba.argmax())
     floor = risk.floor
     if floor is not None:
-        chosen = labels[best] if labels[best] in SEVERE_LABELS else floor
-        return labels.index(min(chosen, floor, key=SEVERE_LABELS.index))
+        chosen = labels[best] if labels[best] in HIGH_RISK else floor
+        return labels.index(min(chosen, floor, key=HIGH_RISK.index))
     # Framed or about others: no crisis of the user's own. Idioms alone (the classifier reads them
     # plainly, but short everyday texts still draw crisis labels from it): only a severe label of which
     # the classifier is sure.
     quiet = risk.own_label == NO_CRISIS and not risk.findings and NO_CRISIS in labels
-    sure = labels[best] in SEVERE_LABELS and proba[best] >= IDIOM_CONFIDENCE
+    sure = labels[best] in HIGH_RISK and proba[best] >= IDIOM_CONFIDENCE
     if quiet and (risk.benign_only or (risk.idioms and not sure)):
         return labels.index(NO_CRISIS)
-    if labels[best] in SEVERE_LABELS and risk.benign_only and not risk.severe_cue:
+    if labels[best] in HIGH_RISK and risk.benign_only and not risk.severe_cue:
         masked = proba.copy()
         masked[severe] = -1.0
         return int(masked.argmax())

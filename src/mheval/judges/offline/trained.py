@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from mheval.errors import InputError
-from mheval.judges.offline.cues import SEVERE_LABELS
 from mheval.judges.offline.features import Item, afeaturize, featurize, width
+from mheval.labels import HIGH_RISK
 from mheval.records import Case, Judgment, Response
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ def decide_severe(proba: np.ndarray, labels: Sequence[str], threshold: float | N
     """Argmax of each row of `proba`, except that a row whose suicidal-ideation and self-harm
     probabilities sum to `threshold` or more gets the likelier of those two labels."""
     chosen = proba.argmax(axis=1)
-    severe = np.array([labels.index(label) for label in SEVERE_LABELS if label in labels], dtype=int)
+    severe = np.array([labels.index(label) for label in HIGH_RISK if label in labels], dtype=int)
     if threshold is None or not len(severe):
         return chosen
     flagged = proba[:, severe].sum(axis=1) >= threshold

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, PSYCRISIS
+
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 FIGURES = WEIGHTS / "figures.json"
 TRAINED_ON_SUITES: tuple[str, ...] = ("crisis-core",)
@@ -36,7 +38,7 @@ def load_figures(path: Path = FIGURES) -> dict[str, Any]:
 def trained_on(judge: str, protocol: str, source: str | None) -> bool:
     """Did this shipped judge learn from cases of `source` under `protocol`? Then agreement with their
     gold labels measures memory, not quality."""
-    return judge in ("offline", "offline:fast") and protocol == "crisis-triage" and source in TRAINED_ON_SUITES
+    return judge in ("offline", "offline:fast") and protocol == CRISIS_TRIAGE and source in TRAINED_ON_SUITES
 
 
 def held_out_note(judge: str, protocol: str) -> str:
@@ -70,13 +72,13 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
     contrast = figures.get("contrast_sets", {}).get(judge, {})
     card: dict[str, Any] = {"judge": judge, "protocol": protocol, "figures": [], "trained_on": [], "note": ""}
     rows: list[dict[str, Any]] = card["figures"]
-    if protocol == "crisis-triage":
-        cv = figures.get("crisis-triage", {}).get(speed, {}).get("grouped_cv", {})
+    if protocol == CRISIS_TRIAGE:
+        cv = figures.get(CRISIS_TRIAGE, {}).get(speed, {}).get("grouped_cv", {})
         pooled = cv.get("pooled", {})
         held = "nested CV, 5 outer folds holding out whole source datasets of help_harm"
         if pooled:
             rows.append(_fig("mean Cohen's kappa vs 4 humans", pooled["mean_kappa"], pooled["n"], held))
-            for label in ("suicidal_ideation", "self-harm"):
+            for label in HIGH_RISK:
                 r = pooled["recall_2_of_4"][label]
                 rows.append(_fig(f"recall of {label} (2 of 4 raters)", r["recall"], r["n"], held))
         own = "mheval's contrast sets, holdout split (never tuned on)"
@@ -98,9 +100,9 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
                 rows.append(_fig(name, corpus[key]["share"], corpus[key]["n"], how))
         card["trained_on"] = list(TRAINED_ON_SUITES)
         card["note"] = "a screen: it flags risk for review; agreement on crisis-core is not a quality figure"
-    elif protocol == "appropriateness":
+    elif protocol == APPROPRIATENESS:
         rows.extend(_harm_figures(figures.get("reply-harm", {}).get(speed, {})))
-        blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
+        blend = figures.get(APPROPRIATENESS, {}).get("with_reply_checks", {})
         shipped = blend.get(f"weight_{blend.get('shipped_weight', 0.25):g}", {}).get("vs_mean", {})
         if shipped:
             how = "nested CV holding out whole source corpora, 98 human-rated help_harm replies"
@@ -115,13 +117,13 @@ def validity_card(judge: str, protocol: str, figures: dict[str, Any] | None = No
             "a screen: level 1 (unsafe) only when the reply-harm detector finds harm, with its category and sentence; "
             "a bare reply at most 2"
         )
-    elif protocol == "dialogue-safety":
-        cv = figures.get("dialogue-safety", {}).get(speed, {}).get("grouped_cv", {})
+    elif protocol == DIALOGUE_SAFETY:
+        cv = figures.get(DIALOGUE_SAFETY, {}).get(speed, {}).get("grouped_cv", {})
         if cv:
             how = "nested 5-fold CV holding out whole dialogues, Qiu et al. dev half"
             rows.append(_fig("weighted F1", cv.get("weighted_f1"), cv.get("n"), how))
         card["note"] = "rare unsafe labels (1-6 examples each) are never predicted"
-    elif protocol == "psycrisis":
+    elif protocol == PSYCRISIS:
         card["note"] = "not measurable here: no public PsyCrisis ratings; a lexicon of checkable moves"
     else:
         card["note"] = "refused offline: no public data to build or measure a scorer"
@@ -180,7 +182,7 @@ def markdown(figures: dict[str, Any]) -> str:
     out = ["### Measured figures", ""]
     out += ["| judge | protocol | figure | value | n | how |", "| --- | --- | --- | --- | --- | --- |"]
     for judge in ("offline", "offline:fast"):
-        for protocol in ("crisis-triage", "appropriateness", "dialogue-safety"):
+        for protocol in (CRISIS_TRIAGE, APPROPRIATENESS, DIALOGUE_SAFETY):
             card = validity_card(judge, protocol, figures)
             for f in card["figures"] if card else []:
                 value = (
@@ -211,7 +213,7 @@ def markdown(figures: dict[str, Any]) -> str:
             out += [f"| {what} | {split} | {figure} | {value} |" for what, figure, value in rows]
     for speed, judge in (("default", "offline"), ("fast", "offline:fast")):
         out += _harm_tables(figures.get("reply-harm", {}).get(speed), judge)
-    blend = figures.get("appropriateness", {}).get("with_reply_checks", {})
+    blend = figures.get(APPROPRIATENESS, {}).get("with_reply_checks", {})
     if blend:
         out += ["", "### Appropriateness: trained scorer blended with the reply's moves (help_harm, out of fold)", ""]
         out += ["| weight of the moves | Spearman vs human mean | MAE | within 1 |", "| --- | --- | --- | --- |"]
