@@ -23,9 +23,7 @@ NO_CRISIS = "no_crisis"
 
 HIGH_RISK: tuple[str, ...] = ("suicidal_ideation", "self-harm")
 """The high-risk crisis labels, most severe first: the PsyCrisis rule of the verdict reads them, the offline
-triage's safety threshold and floors rank them, and the shipped judge's figures report recall on them. (These were
-three copies, verdict.HIGH_RISK, cues.SEVERE_LABELS and a literal pair in validity.py, all the same two labels in
-the same order: one meaning, one name.)"""
+triage's safety threshold and floors rank them, and the shipped judge's figures report recall on them."""
 
 # Protocol ids: the `id:` of each file in protocols/defs/.
 CRISIS_TRIAGE = "crisis-triage"
