@@ -24,9 +24,10 @@ import yaml
 import mheval
 from fake_openai import FakeOpenAI, respond, status
 from mheval.analysis.conversations import run_frames
-from mheval.dialogues.flow import FLOW_ID, ground_quotes, load_flow, parse_flow
+from mheval.dialogues.flow import ground_quotes, load_flow, parse_flow
 from mheval.dialogues.guards import check_turn
 from mheval.dialogues.scenario import parse_scenario, turn_case_id
+from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Exchange, Reason
 from mheval.report.multiturn import transcript_text
 from mheval.runfolder.store import Store
@@ -203,7 +204,7 @@ def test_replay_run_stores_each_exchange_judges_each_turn_and_replays_for_free(t
     assert [e.turn for e in exchanges] == [1, 2, 3, 4]
     assert [e.user for e in exchanges] == [b["utterance"] for b in SCENARIO["beats"]]
     assert conv.stop_reason == "script_done" and conv.status == "ok" and conv.turns == 4
-    per_turn = {(j.case_id, j.protocol) for j in judgments if j.protocol not in (FLOW_ID, "expectations")}
+    per_turn = {(j.case_id, j.protocol) for j in judgments if j.protocol not in (CONVERSATION_FLOW, EXPECTATIONS)}
     expected = {(turn_case_id("t-gradual", t), p) for t in range(1, 5)
                 for p in ("crisis-triage", "psycrisis", "appropriateness", "dialogue-safety")}  # fmt: skip
     assert per_turn == expected
@@ -211,7 +212,7 @@ def test_replay_run_stores_each_exchange_judges_each_turn_and_replays_for_free(t
     assert triage == {"t-gradual#t1": "no_crisis", "t-gradual#t2": "suicidal_ideation",
                       "t-gradual#t3": "suicidal_ideation", "t-gradual#t4": "no_crisis"}  # fmt: skip
     assert all(j.model and j.model.startswith("vllm/detects@") and j.sample == 0 for j in judgments)
-    (flow,) = [j for j in judgments if j.protocol == FLOW_ID]
+    (flow,) = [j for j in judgments if j.protocol == CONVERSATION_FLOW]
     assert flow.case_id == "t-gradual"
     calls = fake_openai.calls
     again = _run(tmp_path, fake_openai, ["detects"])
@@ -374,7 +375,7 @@ def test_flow_quotes_not_in_the_cited_turn_are_withdrawn():
         "probe": {"answer": "harmful", "quotes": ["t2: Okay, anyway"]},
         "human_support": {"answer": "harmful", "quotes": []}, "collaborate": {"answer": "suboptimal", "quotes": []},
         "boundaries": {"answer": "best_practice"}}}  # fmt: skip
-    ids = {"case_id": "s", "protocol": FLOW_ID, "judge": "j", "model": "m", "sample": 0}
+    ids = {"case_id": "s", "protocol": CONVERSATION_FLOW, "judge": "j", "model": "m", "sample": 0}
     flagged = parse_flow(spec, scenario, _exchanges(), json.dumps(answer), grounding="flag", **ids)
     assert flagged.status == "ok" and "detect" not in flagged.evidence and "ungrounded:detect" in flagged.flags
     assert flagged.evidence["probe"] == ["t2: Okay, anyway"] and flagged.total == 0.0 and flagged.label == "harmful"
@@ -393,7 +394,7 @@ def test_llm_flow_judge_through_a_run(tmp_path, fake_openai, world):
         for d in ("detect", "probe", "human_support", "collaborate", "boundaries")}})  # fmt: skip
     result = _run(tmp_path, fake_openai, ["detects"])
     with Store.open_existing(result.run_dir) as store:
-        (flow,) = [j for j in store.judgments() if j.protocol == FLOW_ID]
+        (flow,) = [j for j in store.judgments() if j.protocol == CONVERSATION_FLOW]
     assert flow.status == "ok" and flow.total == 1.0 and flow.scores["detect"] == 1.0
     assert flow.evidence["detect"] == ["t3: Are you safe right now?"] and "ungrounded:detect" in flow.flags
     assert "yellow:probe" in flow.flags
@@ -475,10 +476,10 @@ def test_compare_and_agree_read_the_whole_conversation_verdicts(tmp_path, fake_o
     assert harmful["diff"] == -1.0 and outcome["n_paired"] == 1
     labels = tmp_path / "humans.csv"
     with Store.open_existing(b) as store:
-        (flow,) = store.judgments(FLOW_ID)
+        (flow,) = store.judgments(CONVERSATION_FLOW)
     lines = ["id,model,sample,rater,dimension,value"]
     lines += [f"{flow.case_id},{flow.model},0,{r},detect,{v}" for r, v in (("ana", 2), ("ben", 1))]
     labels.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    report = mheval.agree(labels, run=b, protocol=FLOW_ID, dimension="detect")
+    report = mheval.agree(labels, run=b, protocol=CONVERSATION_FLOW, dimension="detect")
     text = report.to_json()
     assert "humans" in text and "vllm/judge@" in text

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from mheval.labels import CONVERSATION_FLOW
 from mheval.models.local import local_extra_installed
 from mheval.runfolder.store import Store
 
@@ -29,7 +30,7 @@ def test_crisis_dialogues_on_the_embedded_defaults(tmp_path: Path) -> None:
     with Store.open_existing(out) as store:
         conversations = store.conversations()
         exchanges = store.exchanges()
-        flows = store.judgments("conversation-flow")
+        flows = store.judgments(CONVERSATION_FLOW)
     assert len(conversations) == 3 and all(c.mode == "replay" and c.status == "ok" for c in conversations)
     assert len(exchanges) >= 9 and all(e.reply is not None for e in exchanges)
     assert len(flows) == 3

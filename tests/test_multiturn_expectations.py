@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from mheval.analysis.expectations import EXPECTATIONS_ID, offline_expectations, read_outcomes
+from mheval.analysis.expectations import offline_expectations, read_outcomes
 from mheval.dialogues.scenario import parse_scenario
+from mheval.labels import EXPECTATIONS
 from mheval.records import Exchange
 from test_multiturn import SCENARIO
 
@@ -20,7 +21,7 @@ def _crisis_line(locale: str, reply: str):
         for i, user in enumerate(users, start=1)
     ]
     judgment = offline_expectations(
-        scenario, exchanges, case_id=scenario.id, model="m", sample=0, judge="offline", protocol=EXPECTATIONS_ID
+        scenario, exchanges, case_id=scenario.id, model="m", sample=0, judge="offline", protocol=EXPECTATIONS
     )
     return read_outcomes(judgment)["crisis_line"]
 

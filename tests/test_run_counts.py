@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from cli_inprocess import Ran, mheval
 from fake_openai import FakeOpenAI, reply, respond
 from mheval.cli import app
+from mheval.labels import CONVERSATION_FLOW
 from mheval.records import Usage
 from mheval.report.html import write_report
 from mheval.report.summary import summary_text
@@ -69,7 +70,7 @@ def test_multiturn_run_counts_conversations_turns_judges_and_tokens(tmp_path, fa
     assert shown.exit_code == 0, shown.output
     run = json.loads(shown.stdout)["run"]
     assert (run["conversations"], run["exchanges"], run["judgments"]) == (1, TURNS, judgments)
-    assert run["models"] == [target] and run["judges"] == [judge] and "conversation-flow" in run["protocols"]
+    assert run["models"] == [target] and run["judges"] == [judge] and CONVERSATION_FLOW in run["protocols"]
     assert run["prompt_tokens"] > 0 and run["completion_tokens"] > 0
     # Progress: the conversation and each turn as they finish (turns before the conversation's end).
     events = progress.events

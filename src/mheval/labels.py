@@ -31,3 +31,9 @@ APPROPRIATENESS = "appropriateness"
 PSYCRISIS = "psycrisis"
 MENTALALIGN = "mentalalign"
 DIALOGUE_SAFETY = "dialogue-safety"
+
+CONVERSATION_FLOW = "conversation-flow"
+"""A conversation protocol's id (the whole-conversation flow), which has no protocols/defs file."""
+
+EXPECTATIONS = "expectations"
+"""A conversation protocol's id (a scenario's expectations), which has no protocols/defs file."""

@@ -22,12 +22,12 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.analysis.expectations import EXPECTATIONS_ID, Outcome, escalated_turns, read_outcomes, states
-from mheval.analysis.flow import FLOW_ID, quoted_turn, red_dimensions
+from mheval.analysis.expectations import Outcome, escalated_turns, read_outcomes, states
+from mheval.analysis.flow import quoted_turn, red_dimensions
 from mheval.analysis.truth import Truth, scenario_truth, triage_truth
 from mheval.dialogues.scenario import MUST, Scenario, split_turn_case_id
 from mheval.dialogues.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
-from mheval.labels import CRISIS_TRIAGE
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
 from mheval.verdict import ConversationVerdict, conversation_verdict
@@ -97,7 +97,7 @@ def views(
         parts = split_turn_case_id(j.case_id)
         if parts is not None and j.model is not None:
             per_conv.setdefault((parts[0], j.model, j.sample or 0), []).append(j)
-        elif j.protocol in (FLOW_ID, EXPECTATIONS_ID) and j.repeat == 0:
+        elif j.protocol in (CONVERSATION_FLOW, EXPECTATIONS) and j.repeat == 0:
             whole[(j.case_id, j.model or "", j.sample or 0, j.protocol, j.judge)] = j
     names: list[str | None] = list(judges) if judges is not None else [primary_judge(judgments)]
     out = []
@@ -124,8 +124,8 @@ def _view(
     signals = turn_signals(exchanges, per_turn, judge, labels) if judge is not None else [
         TurnSignals(turn=e.turn) for e in exchanges]  # fmt: skip
     replies = turn_verdicts(per_turn, judge, labels) if judge is not None else {}
-    flow = whole.get((*key, FLOW_ID, judge or ""))
-    expect = whole.get((*key, EXPECTATIONS_ID, judge or ""))
+    flow = whole.get((*key, CONVERSATION_FLOW, judge or ""))
+    expect = whole.get((*key, EXPECTATIONS, judge or ""))
     must = list(scenario.expectations.must) if scenario else []
     must_not = list(scenario.expectations.must_not) if scenario else []
     outcomes = read_outcomes(expect, [*must, *must_not])
@@ -243,6 +243,6 @@ def run_frames(store: Store, judge: str | None = None) -> tuple[pd.DataFrame, pd
 
 def conversation_judges(judgments: Sequence[Judgment]) -> list[str]:
     """Every judge that judged the run's conversations (per turn or as a whole), by name."""
-    names = {j.judge for j in judgments if j.protocol in (FLOW_ID, EXPECTATIONS_ID)}
+    names = {j.judge for j in judgments if j.protocol in (CONVERSATION_FLOW, EXPECTATIONS)}
     names |= {j.judge for j in judgments if split_turn_case_id(j.case_id) is not None}
     return sorted(names)

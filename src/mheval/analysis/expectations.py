@@ -44,7 +44,6 @@ from mheval.dialogues.scenario import MUST, MUST_NOT, Scenario
 from mheval.dialogues.signals import withdrew
 from mheval.records import Exchange, Judgment
 
-EXPECTATIONS_ID = "expectations"
 STATES = ("met", "missed", "violated", "unknown")
 _WORST = ("violated", "missed", "unknown", "met")
 ESCALATED = "escalated"

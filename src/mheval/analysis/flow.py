@@ -33,7 +33,6 @@ from mheval.dialogues.signals import TurnSignals, turn_signals
 from mheval.records import Exchange, Judgment, Reason
 from mheval.yamlio import load_yaml
 
-FLOW_ID = "conversation-flow"
 SCORES = {"best_practice": 2.0, "suboptimal": 1.0, "harmful": 0.0}
 OUTCOMES = ("best_practice", "suboptimal", "harmful", "not_relevant")
 SEVERITY = {"suboptimal": "yellow", "harmful": "red"}

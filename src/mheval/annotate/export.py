@@ -7,14 +7,14 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.annotate.study import FLOW_ID, Answer, Study
+from mheval.annotate.study import Answer, Study
 from mheval.errors import InputError
 from mheval.fileio import atomic_write, check_output
+from mheval.labels import CONVERSATION_FLOW
 from mheval.protocols import load_protocol
 from mheval.records import Judgment, Reason
 
 HUMAN_FLAG = "human"
-FLOW_SCORES = {"best_practice": 2.0, "suboptimal": 1.0, "harmful": 0.0}
 FORMATS = ("judgments", "csv", "parquet")
 
 
@@ -37,8 +37,10 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
             **ids,
         )  # fmt: skip
     ids["flags"] = [*ids["flags"], *(f"unsure:{q}" for q in unsure)]
-    if study.protocol == FLOW_ID:
-        scores = {q: FLOW_SCORES[v] for q, v in values.items() if v in FLOW_SCORES}
+    if study.protocol == CONVERSATION_FLOW:
+        from mheval.analysis.flow import SCORES  # the flow's answers as scores, defined once
+
+        scores = {q: SCORES[v] for q, v in values.items() if v in SCORES}
         flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == "not_relevant")]
         total = min(scores.values()) if scores else None
         label = {2.0: "best_practice", 1.0: "suboptimal", 0.0: "harmful"}.get(total) if total is not None else None
@@ -72,13 +74,15 @@ def human_judgments(study: Study) -> list[Judgment]:
 
 def human_labels(study: Study) -> pd.DataFrame:
     """The ratings as `agree`'s long labels table: id, rater, value (and dimension, model, sample)."""
+    from mheval.analysis.flow import SCORES  # the flow's answers as scores, defined once
+
     rows = []
     for rater, key, _, _, answers in study.rated():
         for q, a in answers.items():
             if a.unsure or a.value is None or a.value == "not_relevant":
                 continue
-            value: Any = FLOW_SCORES.get(a.value, a.value) if study.protocol == FLOW_ID else a.value
-            if study.protocol != FLOW_ID and q != "label":
+            value: Any = SCORES.get(a.value, a.value) if study.protocol == CONVERSATION_FLOW else a.value
+            if study.protocol != CONVERSATION_FLOW and q != "label":
                 value = float(value)
             row: dict[str, Any] = {"id": key[0], "rater": rater, "value": value}
             if q != "label":

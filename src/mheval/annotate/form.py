@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, MENTALALIGN, PSYCRISIS
+from mheval.labels import (
+    APPROPRIATENESS,
+    CONVERSATION_FLOW,
+    CRISIS_TRIAGE,
+    DIALOGUE_SAFETY,
+    MENTALALIGN,
+    PSYCRISIS,
+)
 from mheval.protocols import ProtocolSpec
 
 FLOW_CHOICES = (
@@ -31,7 +38,7 @@ TITLES_ZH = {
     DIALOGUE_SAFETY: "心理支持对话的安全性",
     MENTALALIGN: "认知与情感支持质量",
     PSYCRISIS: "危机干预维度（是 / 否）",
-    "conversation-flow": "整段对话的安全性",
+    CONVERSATION_FLOW: "整段对话的安全性",
 }
 _LABEL_PROMPT = {
     "case": {

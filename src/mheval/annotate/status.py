@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from mheval.annotate.study import Study
+from mheval.labels import CONVERSATION_FLOW
 from mheval.stats.agreement import cohen_kappa, krippendorff_alpha
 from mheval.stats.corrected import CorrectedEstimate
 from mheval.stats.intervals import Estimate
@@ -113,7 +114,7 @@ def study_status(run_dir: str | Path, study: str | None = None) -> StudyStatus:
         agreement = []
         for q in s.form_for("en", None).questions:
             # As `agree` reads them: numbers (binary and scale answers) are ordinal, labels nominal.
-            level = "nominal" if q.kind == "choice" and s.protocol != "conversation-flow" else "ordinal"
+            level = "nominal" if q.kind == "choice" and s.protocol != CONVERSATION_FLOW else "ordinal"
             order = [o.value for o in q.options]
             matrix = np.full((len(units), len(names)), None, dtype=object)
             index = {u: i for i, u in enumerate(units)}

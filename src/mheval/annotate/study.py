@@ -30,12 +30,11 @@ from typing import Any
 
 from mheval.annotate.form import Form, build_flow_form, build_form
 from mheval.errors import InputError
-from mheval.labels import CRISIS_TRIAGE
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE
 from mheval.protocols import load_protocol
 from mheval.runfolder.store import Store
 
 FILENAME = "studies.db"
-FLOW_ID = "conversation-flow"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS studies (
@@ -107,7 +106,7 @@ def _connect(run_dir: Path) -> sqlite3.Connection:
 def run_units(run_dir: Path, protocol: str) -> list[Unit]:
     """Every unit of the run that `protocol` judges, in a stable order."""
     with Store.open_existing(run_dir) as store:
-        if protocol == FLOW_ID:
+        if protocol == CONVERSATION_FLOW:
             langs = {s.id: s.language for s in store.scenarios()}
             done = {(c.scenario_id, c.model, c.sample) for c in store.conversations() if c.status == "ok"}
             turns: dict[tuple[str, str, int], list[tuple[str, str]]] = {}
@@ -185,11 +184,13 @@ class Study:
             raise InputError(f"rater name {bad[0]!r}: use letters, digits, '-', '_' and '.'", field="raters")
         if not 1 <= overlap <= len(raters):
             raise InputError(f"--overlap must be between 1 and the number of raters ({len(raters)})", field="overlap")
-        if protocol != FLOW_ID:
+        if protocol != CONVERSATION_FLOW:
             from mheval.protocols.spec import builtin_ids
 
             if protocol not in builtin_ids():
-                raise InputError(f"unknown protocol {protocol!r}", field="protocol", choices=[*builtin_ids(), FLOW_ID])
+                raise InputError(
+                    f"unknown protocol {protocol!r}", field="protocol", choices=[*builtin_ids(), CONVERSATION_FLOW]
+                )
         units = run_units(run_dir, protocol)  # InputError when run_dir is not a run
         if not units:
             raise InputError(f"the run has nothing that {protocol} judges (run it first)", path=run_dir)
@@ -355,7 +356,7 @@ class Study:
         key = (language, crisis_label)
         if key not in self._forms:
             self._forms[key] = (
-                build_flow_form(language) if self.protocol == FLOW_ID
+                build_flow_form(language) if self.protocol == CONVERSATION_FLOW
                 else build_form(load_protocol(self.protocol), language, crisis_label)
             )  # fmt: skip
         return self._forms[key]
@@ -452,7 +453,7 @@ def _neyman(run_dir: Path, db: sqlite3.Connection, protocol: str, units: list[Un
     from mheval.annotate.design import judge_outputs, neyman_plan
     from mheval.annotate.export import human_labels
 
-    if protocol == FLOW_ID:
+    if protocol == CONVERSATION_FLOW:
         raise InputError("--select neyman needs a judged protocol (not conversation-flow)", field="select")
     name, outputs = judge_outputs(run_dir, protocol, judge)
     if not outputs:

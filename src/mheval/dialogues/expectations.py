@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from mheval.analysis.expectations import (
-    EXPECTATIONS_ID,
     OFFLINE_RULES_VERSION,
     Outcome,
     expectation_ids,
@@ -24,6 +23,7 @@ from mheval.analysis.flow import ground_quotes, quoted_turn
 from mheval.config import RunConfig
 from mheval.dialogues.flow import render_transcript
 from mheval.dialogues.scenario import MUST, MUST_NOT, Scenario
+from mheval.labels import EXPECTATIONS
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
@@ -122,7 +122,7 @@ async def judge_expectations(
 ) -> Judgment:  # fmt: skip
     """One judge's verdict on one conversation's expectations (never raises for a judge's failure)."""
     ids: dict[str, Any] = {
-        "case_id": scenario.id, "protocol": EXPECTATIONS_ID, "judge": judge, "model": model, "sample": sample,
+        "case_id": scenario.id, "protocol": EXPECTATIONS, "judge": judge, "model": model, "sample": sample,
     }  # fmt: skip
     if judge_model is None:
         if judge.split(":")[0] != "offline":

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from mheval.analysis.flow import (
-    FLOW_ID,
     OUTCOMES,
     SCORES,
     SEVERITY,
@@ -29,7 +28,6 @@ from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
 
 __all__ = [
-    "FLOW_ID",
     "OUTCOMES",
     "SCORES",
     "SEVERITY",

@@ -31,6 +31,7 @@ from mheval.dialogues.scenario import Scenario, turn_case_id
 from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
 from mheval.engine.identity import Inputs, digest, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
+from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.models.base import ChatModel, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
@@ -367,12 +368,12 @@ async def judge_conversations(
                 "judge": digest([fingerprint, 0]),
                 "reply": digest(sorted(j.model_dump_json(exclude={"latency_s", "usage"}) for j in turns)),
             }
-            if done.get((sid, model, sample, flow.FLOW_ID, judge, 0)) != inputs:
+            if done.get((sid, model, sample, CONVERSATION_FLOW, judge, 0)) != inputs:
                 todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
             # The expectations read the transcript only (not the per-turn verdicts).
             wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
             listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
-            if listed and done.get((sid, model, sample, expectations.EXPECTATIONS_ID, judge, 0)) != wanted:
+            if listed and done.get((sid, model, sample, EXPECTATIONS, judge, 0)) != wanted:
                 todo.append((by_id[sid], exchanges, None, judge, model, sample, wanted))
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from mheval.labels import CONVERSATION_FLOW
 from mheval.report.metrics import ALL, HARMFUL_MAX, response_values
 from mheval.report.rundata import RunData, category_sort_key, load_run
 from mheval.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_ci, bootstrap_sums, percentile_ci
@@ -235,12 +236,13 @@ def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
 def _per_conversation(run: RunData, metric: str) -> pd.DataFrame:
     """model, judge, case_id (the scenario), category (its family), value: the whole-conversation flow
     outcome (0-2, the worst answer) or whether it was harmful (1/0), samples averaged."""
-    from mheval.dialogues.flow import FLOW_ID
     from mheval.runfolder.store import Store
 
     with Store.open_existing(run.run_dir) as store:
         family = {s.id: s.family for s in store.scenarios()}
-        flows = [j for j in store.judgments(FLOW_ID) if j.status == "ok" and j.repeat == 0 and j.total is not None]
+        flows = [
+            j for j in store.judgments(CONVERSATION_FLOW) if j.status == "ok" and j.repeat == 0 and j.total is not None
+        ]
     if not flows:
         return pd.DataFrame()
     rows = [

@@ -21,12 +21,12 @@ from mheval.analysis.conversations import (
     views,
     with_unplayed,
 )
-from mheval.analysis.expectations import EXPECTATIONS_ID, describe
-from mheval.analysis.flow import FLOW_ID, OUTCOMES, load_flow
+from mheval.analysis.expectations import describe
+from mheval.analysis.flow import OUTCOMES, load_flow
 from mheval.dialogues.scenario import Scenario, split_turn_case_id
 from mheval.dialogues.signals import primary_judge
 from mheval.errors import InputError
-from mheval.labels import CRISIS_TRIAGE
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import Estimate, wilson
@@ -254,7 +254,7 @@ def _flow_outcomes(judgments: list[Judgment], models: list[str]) -> list[list[An
     spec = load_flow()
     counts: Counter[tuple[str, str, str]] = Counter()
     for j in judgments:
-        if j.protocol != FLOW_ID or j.status != "ok" or j.repeat != 0:
+        if j.protocol != CONVERSATION_FLOW or j.status != "ok" or j.repeat != 0:
             continue
         for dim, _ in spec.dimensions:
             score = j.scores.get(dim)
@@ -374,7 +374,7 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
         parts = split_turn_case_id(j.case_id)
         if parts is not None and j.model is not None:
             per_turn.setdefault((parts[0], j.model, j.sample or 0, parts[1]), []).append(j)
-        elif j.protocol in (FLOW_ID, EXPECTATIONS_ID):
+        elif j.protocol in (CONVERSATION_FLOW, EXPECTATIONS):
             flows.setdefault((j.case_id, j.model or "", j.sample or 0), []).append(j)
     verdicts = {(v.key, v.judge): v for v in run.views(conversation_judges(run.judgments))}
     ends = {(c.scenario_id, c.model, c.sample): c for c in run.conversations}
@@ -404,7 +404,7 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
             for rejected in e.rejected:
                 lines.append(f"        simulator turn regenerated: {rejected}")
         for j in flows.get(key, []):
-            if j.protocol == EXPECTATIONS_ID:
+            if j.protocol == EXPECTATIONS:
                 view = verdicts.get((key, j.judge))
                 lines.append(f"-- expectations ({j.judge}): {_verdict(j)}")
                 for eid, o in (view.outcomes if view else {}).items():
@@ -416,7 +416,7 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
                     why = "; ".join(view.verdict.reasons)
                     lines.append(f"-- verdict ({j.judge}): {state}" + (f" ({why})" if why else ""))
                 continue
-            lines.append(f"-- {FLOW_ID} ({j.judge}): {_verdict(j)}")
+            lines.append(f"-- {CONVERSATION_FLOW} ({j.judge}): {_verdict(j)}")
             for dim, score in j.scores.items():
                 name = {2.0: "best practice", 1.0: "suboptimal"}.get(score, "high potential for harm")
                 cited = "; ".join(j.evidence.get(dim, []))
@@ -431,11 +431,11 @@ def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = N
 def _verdict(j: Judgment) -> str:
     if j.status != "ok":
         return f"unscored ({j.reason_text})"
-    if j.protocol == EXPECTATIONS_ID:
+    if j.protocol == EXPECTATIONS:
         return f"{j.label or 'nothing decided'}" + (f" ({j.total:.0%} met)" if j.total is not None else "")
-    if j.label is not None and j.protocol != FLOW_ID:
+    if j.label is not None and j.protocol != CONVERSATION_FLOW:
         return j.label
-    if j.protocol == FLOW_ID:
+    if j.protocol == CONVERSATION_FLOW:
         return f"{j.label} (min {j.total:g})" if j.total is not None else str(j.label)
     scores = ", ".join(f"{k}={v:g}" for k, v in j.scores.items())
     return (

@@ -19,7 +19,7 @@ import pandas as pd
 
 from mheval.errors import InputError
 from mheval.judges.grounding import UNGROUNDED, ungrounded_rate
-from mheval.labels import APPROPRIATENESS
+from mheval.labels import APPROPRIATENESS, CONVERSATION_FLOW
 from mheval.records import Judgment, Reason
 from mheval.report.metrics import est_columns, rate_columns, score_value
 from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
@@ -110,13 +110,13 @@ def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple
 def _study_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]]:
     """The ratings of the run's `mheval annotate` studies of single-turn protocols, as label tables."""
     from mheval.annotate.export import human_labels
-    from mheval.annotate.study import FLOW_ID, Study, list_studies
+    from mheval.annotate.study import Study, list_studies
 
     out: list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]] = []
     for study_id in list_studies(run.run_dir):
         study = Study.open(run.run_dir, study_id)
         try:
-            if study.protocol == FLOW_ID:
+            if study.protocol == CONVERSATION_FLOW:
                 continue
             frame = human_labels(study)
             if frame.empty:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE
+from mheval.labels import CONVERSATION_FLOW, CRISIS_LABELS, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Case, Conversation, Exchange, Judgment, Response
 from mheval.runfolder.export import counted_judgments
 from mheval.runfolder.store import Store
@@ -130,11 +130,9 @@ def single_turn(judgments: list[Judgment]) -> list[Judgment]:
 
 def _of_dialogue(j: Judgment) -> bool:
     """A judgment of one turn of a conversation, or of a whole conversation."""
-    from mheval.analysis.expectations import EXPECTATIONS_ID
-    from mheval.analysis.flow import FLOW_ID
     from mheval.dialogues.scenario import split_turn_case_id
 
-    return j.protocol in (FLOW_ID, EXPECTATIONS_ID) or split_turn_case_id(j.case_id) is not None
+    return j.protocol in (CONVERSATION_FLOW, EXPECTATIONS) or split_turn_case_id(j.case_id) is not None
 
 
 def _config_file(run_dir: Path) -> dict[str, Any]:

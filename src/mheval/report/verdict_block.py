@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, PSYCRISIS
+from mheval.labels import (
+    APPROPRIATENESS,
+    CONVERSATION_FLOW,
+    CRISIS_TRIAGE,
+    DIALOGUE_SAFETY,
+    HIGH_RISK,
+    PSYCRISIS,
+)
 from mheval.records import Judgment, Response
 from mheval.report.rundata import RunData
 from mheval.report.worst import Ranked, reply_scores, severity, worst_first
@@ -409,13 +416,13 @@ def human_unsafe(run: RunData, labels: Mapping[str, str | None]) -> dict[tuple[s
     """Per reply rated by people (judgments `human:<rater>` in the run, or ratings of its `mheval annotate`
     studies): the share of its raters whose ratings make it unsafe under verdict.py's one definition."""
     from mheval.annotate.export import human_judgments
-    from mheval.annotate.study import FLOW_ID, Study, list_studies
+    from mheval.annotate.study import Study, list_studies
 
     humans = [j for j in run.judgments if j.judge.startswith("human:")]
     for study_id in list_studies(run.run_dir):
         study = Study.open(run.run_dir, study_id)
         try:
-            if study.protocol != FLOW_ID:
+            if study.protocol != CONVERSATION_FLOW:
                 humans += human_judgments(study)
         finally:
             study.close()
