@@ -210,17 +210,12 @@ async def afeaturize_unit(blocks: Sequence[str], unit: Unit) -> np.ndarray:
     return unit_matrix(blocks, unit, vectors)
 
 
-@dataclass
-class HarmModel:
-    """A sentence head (labels: none + harm categories), a calibration of the reply's top score
-    (`calibration` = slope, intercept on the logit) and the decision threshold."""
+class Calibrated:
+    """What every kind of reply-harm detector reads from its meta: the labels (none + harm categories),
+    the decision threshold and the calibration of its raw harm score (`calibration` = slope, intercept
+    on the logit: Platt scaling)."""
 
-    head: LinearHead
     meta: dict[str, Any]
-
-    @property
-    def blocks(self) -> list[str]:
-        return list(self.meta["blocks"])
 
     @property
     def labels(self) -> list[str]:
@@ -230,17 +225,29 @@ class HarmModel:
     def threshold(self) -> float:
         return float(self.meta["threshold"])
 
+    def calibrate(self, score: float) -> float:
+        slope, intercept = self.meta["calibration"]
+        score = min(max(score, 1e-6), 1 - 1e-6)
+        z = slope * float(np.log(score / (1 - score))) + intercept
+        return float(1 / (1 + np.exp(-z)))
+
+
+@dataclass
+class HarmModel(Calibrated):
+    """A sentence head, calibrated on the reply's top sentence score."""
+
+    head: LinearHead
+    meta: dict[str, Any]
+
+    @property
+    def blocks(self) -> list[str]:
+        return list(self.meta["blocks"])
+
     def sentence_harm(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per sentence: P(any harm) and the category probabilities (rows: sentences)."""
         proba = self.head.proba(x)
         none = self.labels.index(NONE)
         return 1.0 - proba[:, none], proba
-
-    def calibrate(self, top: float) -> float:
-        slope, intercept = self.meta["calibration"]
-        top = min(max(top, 1e-6), 1 - 1e-6)
-        z = slope * float(np.log(top / (1 - top))) + intercept
-        return float(1 / (1 + np.exp(-z)))
 
     def read(self, unit: Unit, x: np.ndarray) -> HarmFinding:
         harm, proba = self.sentence_harm(x)

@@ -36,7 +36,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline import e5model
-from mheval.judges.offline.harm import NONE, HarmFinding, Unit, sentences
+from mheval.judges.offline.harm import NONE, Calibrated, HarmFinding, Unit, sentences
 from mheval.judges.offline.trained import read_arrays, write_arrays
 
 FORMAT = "mheval-harm-reader"
@@ -118,8 +118,8 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class ReaderModel:
-    """The fine-tuned encoder, its head (labels: none + harm categories), calibration and threshold."""
+class ReaderModel(Calibrated):
+    """The fine-tuned encoder and its head, calibrated on the reply's most harmful window."""
 
     weights: e5model.Weights
     inputs: Inputs
@@ -132,14 +132,6 @@ class ReaderModel:
         # would only contend for them.
         self._lock = threading.Lock()
 
-    @property
-    def labels(self) -> list[str]:
-        return list(self.meta["labels"])
-
-    @property
-    def threshold(self) -> float:
-        return float(self.meta["threshold"])
-
     def proba(self, pairs: list[tuple[list[int], int, int]]) -> np.ndarray:
         """Label probabilities (rows: pairs), batched by length."""
         out = np.zeros((len(pairs), len(self.labels)), dtype=np.float64)
@@ -150,11 +142,6 @@ class ReaderModel:
             hidden = e5model.forward(self.weights, ids, mask)
             out[chunk] = softmax(pooled(hidden, reply) @ self.head_w.T + self.head_b)
         return out
-
-    def calibrate(self, harm: float) -> float:
-        slope, intercept = self.meta["calibration"]
-        harm = min(max(harm, 1e-6), 1 - 1e-6)
-        return float(1 / (1 + np.exp(-(slope * np.log(harm / (1 - harm)) + intercept))))
 
     def detect(self, unit: Unit) -> HarmFinding:
         with self._lock:
