@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from mheval.judges.offline import e5model
-from mheval.judges.offline.harm import Unit
 from mheval.judges.offline.harm_reader import Inputs, ReaderModel, base_digest, load_reader, pad, softmax
 from mheval.judges.offline.judge import WEIGHTS_DIR
 from mheval.training.corpus import CORPUS_DIR, ReplyRow, load_replies, splits
@@ -189,7 +188,7 @@ def fine_tune(
             torch.nn.utils.clip_grad_norm_([*model.params.values(), *model.head.parameters()], 1.0)
             optimiser.step()
             schedule.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
         auc = _auc(harm_scores(model, tune_x, weights.config.pad), tune_gold)
         history.append(
             {"epoch": epoch, "loss": round(float(np.mean(losses)), 4), "tune_auc": round(auc, 4),
@@ -208,9 +207,6 @@ def fine_tune(
 
 
 def build(corpus: Path, data: Path | None, out: Path, epochs: int, log: Any = print) -> dict[str, Any]:
-    import torch
-
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     rows = load_replies(corpus)
     split_of = splits(corpus)
     parts = {s: [r for r in rows if split_of[r.batch] == s] for s in ("train", "tune", "holdout")}
@@ -226,7 +222,7 @@ def build(corpus: Path, data: Path | None, out: Path, epochs: int, log: Any = pr
     }
     reader = model.exported(base, inputs, meta)
     # Calibration and threshold on tune, read as the shipped model reads (windows, numpy).
-    tune_raw = np.array([_raw_harm(reader, unit_of(r)) for r in parts["tune"]])
+    tune_raw = np.array([reader.raw_harm(reader.windows_read(unit_of(r))[2])[1] for r in parts["tune"]])
     tune_gold = np.array([r.harmful for r in parts["tune"]])
     meta["calibration"] = list(fit_calibration(tune_raw, tune_gold))
     tune_proba = np.array([reader.calibrate(h) for h in tune_raw])
@@ -273,14 +269,6 @@ def measure(path: Path, holdout: Sequence[ReplyRow], data: Path | None) -> dict[
             "flagged": sum(shipped.detect(unit_of(r)).harmful for r in low),
         }
     return result
-
-
-def _raw_harm(reader: ReaderModel, unit: Unit) -> float:
-    """The uncalibrated harm of a reply: 1 - P(none) of its most harmful window."""
-    query = reader.inputs.query(unit.last_user)
-    windows = reader.inputs.windows(unit.reply)
-    proba = reader.proba([reader.inputs.pair(query, unit.reply[a:b]) for a, b in windows])
-    return float(1.0 - proba[:, reader.labels.index("none")].min())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

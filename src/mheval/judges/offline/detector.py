@@ -1,8 +1,8 @@
 """Which reply-harm detector reads a reply: the model files, and reading a whole conversation.
 
 Two kinds of file share the name pattern `reply-harm[.fast].npz` and the same reading (`detect`,
-`adetect` -> HarmFinding): the harm reader (harm_reader.py, the default) and the sentence model
-(harm.py, `offline:fast`). The file's `format` says which it is.
+`adetect` -> HarmFinding): the sentence model (harm.py; the shipped files, both speeds) and the harm
+reader (harm_reader.py; built on demand into a folder of its own). The file's `format` says which it is.
 """
 
 from __future__ import annotations

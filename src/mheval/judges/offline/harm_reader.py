@@ -143,14 +143,23 @@ class ReaderModel(Calibrated):
             out[chunk] = softmax(pooled(hidden, reply) @ self.head_w.T + self.head_b)
         return out
 
+    def windows_read(self, unit: Unit) -> tuple[list[int], list[tuple[int, int]], np.ndarray]:
+        """The user's turn as the query, the reply's windows, and each window's label probabilities."""
+        query = self.inputs.query(unit.last_user)
+        windows = self.inputs.windows(unit.reply)
+        return query, windows, self.proba([self.inputs.pair(query, unit.reply[a:b]) for a, b in windows])
+
+    def raw_harm(self, proba: np.ndarray) -> tuple[int, float]:
+        """(the most harmful window, its uncalibrated harm 1 - P(none))."""
+        none = self.labels.index(NONE)
+        worst = int(proba[:, none].argmin())
+        return worst, 1.0 - float(proba[worst, none])
+
     def detect(self, unit: Unit) -> HarmFinding:
         with self._lock:
-            query = self.inputs.query(unit.last_user)
-            windows = self.inputs.windows(unit.reply)
-            proba = self.proba([self.inputs.pair(query, unit.reply[a:b]) for a, b in windows])
-            none = self.labels.index(NONE)
-            worst = int(proba[:, none].argmin())
-            probability = self.calibrate(1.0 - float(proba[worst, none]))
+            query, windows, proba = self.windows_read(unit)
+            worst, harm = self.raw_harm(proba)
+            probability = self.calibrate(harm)
             if probability < self.threshold:
                 return HarmFinding(probability, False, None, None, self.threshold)
             cats = [i for i, label in enumerate(self.labels) if label != NONE]
@@ -158,7 +167,7 @@ class ReaderModel(Calibrated):
             a, b = windows[worst]
             spans = [s for s in sentences(unit.reply, limit=None) if a <= s.start and s.end <= b]
             spans = spans or sentences(unit.reply[a:b])
-            alone = 1.0 - self.proba([self.inputs.pair(query, s.text) for s in spans])[:, none]
+            alone = 1.0 - self.proba([self.inputs.pair(query, s.text) for s in spans])[:, self.labels.index(NONE)]
             return HarmFinding(
                 probability=probability,
                 harmful=True,
