@@ -460,15 +460,16 @@ def test_documented_command_line_against_an_openai_compatible_server(
     assert all(metrics == {"mean", "stderr"} for metrics in names.values())
     assert ("psycrisis", "psycrisis/total") in names and ("crisis-triage", "crisis-triage/agrees_with_gold") in names
 
-    # Without the flag the same server answers 404 on /v1/responses: the reason the docs give the flag.
+    # Without the flag the same server answers 404 on /v1/responses: the reason the docs give the flag. The
+    # same model, base URL and task as the line, without its -M, through Inspect's Python API in this process
+    # (the command line itself ran above; a second interpreter would only import Inspect again).
     fake_openai.reset()
     fake_openai.default = respond(_responder)
     other = tmp_path / "other-logs"
-    cmd = [*cmd[: cmd.index("-M")], "--log-dir", str(other), "--log-format", "json",
-           "-T", f"suite={suite_file}", "--limit", "1"]  # fmt: skip
-    subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    [path] = list(other.glob("*.json"))
-    broken = read_eval_log(str(path))
+    model, base_url = cmd[cmd.index("--model") + 1], cmd[cmd.index("--model-base-url") + 1]
+    [broken] = inspect_eval(
+        crisis_task(suite_file), model=model, model_base_url=base_url, log_dir=str(other), limit=1, display="none"
+    )
     assert broken.status == "error" and "404" in str(broken.error)
 
 
