@@ -7,13 +7,14 @@ import json
 import os
 import shutil
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fake_openai import FakeOpenAI, respond
 from mheval.config import RunConfig
-from mheval.engine.runner import plan_run, run
+from mheval.engine.runner import RunResult, plan_run, run
 from mheval.errors import InputError
 from mheval.runfolder.store import Store
 from test_pipeline import judge_answer
@@ -57,28 +58,51 @@ def _records(run_dir: Path) -> tuple[list[dict], list[dict]]:
     return responses, judgments
 
 
-def test_ray_and_local_executors_store_the_same_results(tmp_path, fake_openai, local_ray):
-    fake_openai.default = respond(judge_answer)
-    local = run(_config(tmp_path, fake_openai, "local"))
-    local_calls = fake_openai.calls
-    distributed = run(_config(tmp_path, fake_openai, "ray", executor="ray"))
+@dataclass(frozen=True)
+class Pair:
+    """The same config run by the local executor, then by Ray, and the calls the server saw after each."""
 
-    assert fake_openai.calls == 2 * local_calls, "the workers made the same calls, once each"
+    folder: Path  # holds the suite file, and the two run folders
+    local: RunResult
+    local_calls: int
+    distributed: RunResult
+    calls: int
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, _fake_openai_server: FakeOpenAI, local_ray) -> Pair:
+    """Made once for the module: the tests below only read these two run folders (the Ray run's workers are
+    most of this file's time)."""
+    server, folder = _fake_openai_server, tmp_path_factory.mktemp("pair")
+    server.reset()
+    server.default = respond(judge_answer)
+    local = run(_config(folder, server, "local"))
+    local_calls = server.calls
+    distributed = run(_config(folder, server, "ray", executor="ray"))
+    pair = Pair(folder, local, local_calls, distributed, server.calls)
+    server.reset()
+    return pair
+
+
+def test_ray_and_local_executors_store_the_same_results(pair):
+    local, local_calls, distributed = pair.local, pair.local_calls, pair.distributed
+    assert pair.calls == 2 * local_calls, "the workers made the same calls, once each"
     assert distributed.model_calls == local.model_calls == local_calls
     assert distributed.counts == local.counts == {"cases": 12, "responses": 24, "judgments": 12 + 2 * 24}
     assert _records(local.run_dir) == _records(distributed.run_dir)
 
 
-def test_calls_made_on_ray_workers_replay_from_the_drivers_cache(tmp_path, fake_openai, local_ray):
+def test_calls_made_on_ray_workers_replay_from_the_drivers_cache(tmp_path, fake_openai, pair):
     fake_openai.default = respond(judge_answer)
-    first = run(_config(tmp_path, fake_openai, "ray", executor="ray"))
+    first = pair.distributed  # a Ray run: its calls were made on the workers
     copy = tmp_path / "replay"
     shutil.copytree(first.run_dir, copy)
     with sqlite3.connect(copy / "run.db") as con:
         con.execute("DELETE FROM judgments")
         con.execute("DELETE FROM responses")
     calls = fake_openai.calls
-    again = run(_config(tmp_path, fake_openai, "replay"))  # the local executor, on the same folder
+    # The config of the first run (its suite file) with the copy as the run folder (an absolute `out`).
+    again = run(_config(pair.folder, fake_openai, str(copy)))  # the local executor, on the same folder
     assert again.model_calls == 0 and fake_openai.calls == calls
     assert _records(copy) == _records(first.run_dir)
 
@@ -86,7 +110,7 @@ def test_calls_made_on_ray_workers_replay_from_the_drivers_cache(tmp_path, fake_
     with sqlite3.connect(copy / "run.db") as con:
         con.execute("DELETE FROM judgments")
         con.execute("DELETE FROM responses")
-    on_ray = run(_config(tmp_path, fake_openai, "replay", executor="ray"))
+    on_ray = run(_config(pair.folder, fake_openai, str(copy), executor="ray"))
     assert on_ray.model_calls == 0 and fake_openai.calls == calls and on_ray.cache_hits > 0
     assert _records(copy) == _records(first.run_dir)
 
