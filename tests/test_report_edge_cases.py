@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,25 +251,38 @@ def grid() -> dict[str, tuple[list[Case], list[Unit], dict]]:
 GRID = grid()
 
 
+@pytest.fixture(scope="module")
+def grid_report(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[Path, str]]:
+    """A grid entry's run folder and its checked HTML, each written and reported once per module: the tests
+    below that look closer at an entry read the report the grid test made (the figures take the time)."""
+    made: dict[str, tuple[Path, str]] = {}
+
+    def report(name: str) -> tuple[Path, str]:
+        if name not in made:
+            cases, units, options = GRID[name]
+            run_dir = write_run(tmp_path_factory.mktemp("grid") / "run", cases, units, **options)
+            made[name] = (run_dir, check_report(run_dir))
+        return made[name]
+
+    return report
+
+
 @pytest.mark.parametrize("name", sorted(GRID))
-def test_report_renders_on_the_edge_case_grid(tmp_path, name):
-    cases, units, options = GRID[name]
-    run_dir = write_run(tmp_path / "run", cases, units, **options)
-    html = check_report(run_dir)
+def test_report_renders_on_the_edge_case_grid(grid_report, name):
+    _, html = grid_report(name)
     assert len(html.encode()) < 3_000_000, "a report stays small whatever the replies"
 
 
-def test_the_issue_reproduction_no_longer_crashes(tmp_path):
+def test_the_issue_reproduction_no_longer_crashes(grid_report):
     """Three answered cases, reply "ok", psycrisis met by none: `ValueError: 'xerr' must not contain negative`."""
-    cases, units, options = GRID["psycrisis_none_met_3_cases"]
-    html = check_report(write_run(tmp_path / "o3", cases, units, **options))
+    _, html = grid_report("psycrisis_none_met_3_cases")
     assert 'id="fig-psycrisis_dimensions"' in html
     assert "0% [0–56%] · 0/3" in html  # Wilson upper bound for 0/3; the lower bound is exactly 0
 
 
-def test_long_replies_are_clipped_with_the_rest_a_click_away(tmp_path):
-    cases, units, options = GRID["reply_200_kb"]
-    html = check_report(write_run(tmp_path / "long", cases, units, **options))
+def test_long_replies_are_clipped_with_the_rest_a_click_away(tmp_path, grid_report):
+    cases, _, _ = GRID["reply_200_kb"]
+    _, html = grid_report("reply_200_kb")
     assert "show the whole text (220,000 characters)" in html and "<details" in html
     assert html.count("long reply ") <= 3 * (FULL_CHARS // len("long reply ") + 1)
     # 50 MB: the store would keep 64 KB (max_reply_chars); even a reply stored whole stays out of the page.
@@ -279,19 +293,16 @@ def test_long_replies_are_clipped_with_the_rest_a_click_away(tmp_path):
     assert "x" * PREVIEW_CHARS in html
 
 
-def test_formula_ids_are_neutralised_in_tables_and_escaped_in_html(tmp_path):
-    cases, units, options = GRID["formula_ids"]
-    run_dir = write_run(tmp_path / "f", cases, units, **options)
-    html = check_report(run_dir)
+def test_formula_ids_are_neutralised_in_tables_and_escaped_in_html(grid_report):
+    run_dir, html = grid_report("formula_ids")
     assert "=HYPERLINK(&#34;http://x&#34;,&#34;y&#34;)" in html or "=HYPERLINK(&quot;" in html
     worst = (run_dir / "tables" / "worst_cases.csv").read_text(encoding="utf-8")
     assert "'=HYPERLINK" in worst and "'@model" in worst and "'-2+3" in worst
     assert "\n-7," in worst or ",-7," in worst  # a negative number stays a number
 
 
-def test_nul_bytes_never_reach_the_report(tmp_path):
-    cases, units, options = GRID["nul_bytes"]
-    html = check_report(write_run(tmp_path / "n", cases, units, **options))
+def test_nul_bytes_never_reach_the_report(grid_report):
+    _, html = grid_report("nul_bytes")
     assert "reply\ufffdwith NUL" in html and "text with a NUL\ufffd byte" in html
 
 
