@@ -2,7 +2,8 @@
 its last finished exchange, ends with exactly one transcript, and finished turns are never paid again.
 
 The target and the simulated user are loopback servers in this process (tests/fake_openai.py) that count
-every request; the run is the `mheval` command in a child process, killed with SIGKILL.
+every request; the run is the `mheval` command in a child process, killed with SIGKILL. The same command,
+run to the end and then again, runs in this process (tests/cli_inprocess.py): no kill is aimed at those.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from cli_inprocess import mheval
 from fake_openai import respond
 from mheval.runfolder.store import Store
 
@@ -83,13 +85,13 @@ def test_random_sigkills_resume_at_the_last_turn_with_one_transcript_each(tmp_pa
     cmd = [sys.executable, "-m", "mheval", "run", "--suite", str(folder), "--model", f"vllm/target@{url}",
            "--simulator", f"vllm/sim@{url}", "--judge", "offline", "--protocol", "psycrisis", "--out", str(out),
            "--quiet"]  # fmt: skip
-    env = {**os.environ, "MHEVAL_QUIET": "1"}
+    env = {"MHEVAL_QUIET": "1"}  # set for the child processes (with the rest of os.environ) and in-process
     seed = int(time.time())
     rng = random.Random(seed)
     kills, slack = 0, 0
     for _ in range(4):
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                env=env)  # fmt: skip
+                                env={**os.environ, **env})  # fmt: skip
         time.sleep(rng.uniform(1.5, 4.0))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
@@ -97,7 +99,7 @@ def test_random_sigkills_resume_at_the_last_turn_with_one_transcript_each(tmp_pa
             slack += 6  # at most one simulator or target call in flight per conversation (3) , twice over
         proc.wait(timeout=30)
     assert kills >= 1, "no kill landed mid-run: the run is faster than the test assumes"
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
+    done = mheval(*cmd[3:], env=env)
     assert done.returncode == 0, done.stderr
     assert sqlite3.connect(out / "run.db").execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with Store.open_existing(out) as store:
@@ -109,5 +111,5 @@ def test_random_sigkills_resume_at_the_last_turn_with_one_transcript_each(tmp_pa
     clean = 3 * TURNS * 2  # one simulator and one target call per turn
     assert clean <= fake_openai.calls <= clean + slack, (seed, kills, fake_openai.calls)
     calls = fake_openai.calls
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, env=env)
+    again = mheval(*cmd[3:], env=env)
     assert again.returncode == 0 and fake_openai.calls == calls  # a finished run replays for free
