@@ -30,15 +30,13 @@ from mheval.report.tables import (
     report_tables,
     ungrounded_definition,
 )
-from mheval.resources import WARNING_LINES
+from mheval.resources import warning_lines
 from mheval.runfolder.store import Store
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 REPORT_NAME = "report.html"
 REDACTED_NAME = "report-redacted.html"
 TABLES_DIR = "tables"
-
-CRISIS_LINES = WARNING_LINES
 
 
 def table_paths(tables: ReportTables, folder: Path) -> list[Path]:
@@ -426,7 +424,7 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
         "redact": redact,
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "version": mheval_version,
-        "crisis_lines": CRISIS_LINES,
+        "crisis_lines": warning_lines(),
         "headlines": _headlines(t),
         "tables": _sections(t),
         "figures": figs,
@@ -492,4 +490,4 @@ def write_report(
     return path
 
 
-__all__ = ["CRISIS_LINES", "render_report", "write_report", "write_tables"]
+__all__ = ["render_report", "write_report", "write_tables"]

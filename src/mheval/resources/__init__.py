@@ -211,10 +211,6 @@ def warning_lines(lines: CrisisLines | None = None) -> tuple[WarningLine, ...]:
     return tuple(out)
 
 
-# The warning lines under the name report/html.py imports them by.
-WARNING_LINES = warning_lines()
-
-
 __all__ = [
     "Country",
     "CrisisLines",
