@@ -206,7 +206,8 @@ def caveat(judge: str | None) -> str:
     if is_screen(judge):
         return (
             f"Screen, not a measurement: the {judge} judge reads each reply's sentences with small trained models "
-            "(a harm detector that rarely flags a good reply and misses many harmful ones) and the protective moves; "
+            "(a harm detector that misses some harmful replies and flags some poor or incoherent ones as harmful) "
+            "and the protective moves; "
             f"read the flagged replies, and use an LLM judge checked against human labels for a rate you publish "
             f"({VALIDITY_DOCS} has its figures on data it never saw)"
         )
