@@ -246,8 +246,9 @@ def test_asking_directly_about_risk_is_read_in_both_scripts(asks, bare):
 def test_no_false_alarm_seen_is_not_a_false_alarm_rate_of_zero():
     """A PPV from 0 false alarms of 70 would say every flag is real; the card reads the rate's 95% upper bound
     (Clopper-Pearson: 1 - 0.05 ** (1 / n) when none was seen)."""
-    from mheval.judges.offline.validity import false_alarm_upper, ppv
+    from mheval.judges.offline.validity import ppv
+    from mheval.stats.intervals import rate_upper_bound
 
-    assert false_alarm_upper(0, 70) == pytest.approx(1 - 0.05 ** (1 / 70), abs=1e-9)
-    assert false_alarm_upper(2, 233) > 2 / 233 and false_alarm_upper(60, 60) == 1.0
-    assert ppv(0.79, false_alarm_upper(0, 70)) < 0.6 < ppv(0.79, 0.0)
+    assert rate_upper_bound(0, 70) == pytest.approx(1 - 0.05 ** (1 / 70), abs=1e-9)
+    assert rate_upper_bound(2, 233) > 2 / 233 and rate_upper_bound(60, 60) == 1.0
+    assert ppv(0.79, rate_upper_bound(0, 70)) < 0.6 < ppv(0.79, 0.0)

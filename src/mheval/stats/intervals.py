@@ -227,6 +227,14 @@ class SumStat:
 # --------------------------------------------------------------------------- rates and means
 
 
+def rate_upper_bound(successes: int, n: int, confidence: float = 0.95) -> float:
+    """The one-sided upper bound (Clopper-Pearson) of a rate seen as ``successes / n``: what a rate of
+    0 of 70 may still be."""
+    if successes >= n:
+        return 1.0
+    return float(sps.beta.ppf(check_confidence(confidence), successes + 1, n - successes))
+
+
 def wilson(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> Estimate:
     """Rate ``successes / n`` with the Wilson score interval.
 

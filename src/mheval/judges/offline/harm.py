@@ -39,13 +39,13 @@ from mheval.judges.offline.trained import LinearHead, write_head
 FORMAT = "mheval-reply-harm"
 FORMAT_VERSION = 1
 NONE = "none"
-BLOCKS_DEFAULT = ("e5:sentence", "use:sentence", "e5:sentence*user", "echo", "cues", "reply-pool")
-BLOCKS_FAST = ("use:sentence", "use:sentence*user", "echo", "cues", "reply-pool")
 REPLY_POOL = "reply-pool"
 """The last block: every sentence row also carries the mean and the maximum of all the reply's rows. A
 sentence is read with the reply it sits in, so one harmful line inside a warm reply and a frank sentence
 inside a protective one are told apart by what surrounds them (on the corpus's train and tune batches,
 each writer held out in turn, the AUC of a linear head rose from 0.84 to 0.93 with it)."""
+BLOCKS_DEFAULT = ("e5:sentence", "use:sentence", "e5:sentence*user", "echo", "cues", REPLY_POOL)
+BLOCKS_FAST = ("use:sentence", "use:sentence*user", "echo", "cues", REPLY_POOL)
 SENTENCE_BUDGET = 400
 MAX_SENTENCES = 40
 _ARRAYS = ("mean", "scale", "coef", "intercept")

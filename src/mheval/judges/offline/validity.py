@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, PSYCRISIS
+from mheval.stats.intervals import rate_upper_bound
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 FIGURES = WEIGHTS / "figures.json"
@@ -136,14 +137,6 @@ def ppv(recall: float, false_alarm_rate: float, base_rate: float = BASE_RATE) ->
     return round(recall * base_rate / flagged, 3) if flagged else None
 
 
-def false_alarm_upper(false_alarms: int, n: int) -> float:
-    """The one-sided 95% upper bound (Clopper-Pearson) of a false-alarm rate seen as `false_alarms` of `n`:
-    0 of 70 is not a rate of 0, and a PPV read from it would claim every flag is real."""
-    from scipy.stats import beta
-
-    return 1.0 if false_alarms >= n else float(beta.ppf(0.95, false_alarms + 1, n - false_alarms))
-
-
 def _harm_figures(harm: dict[str, Any]) -> list[dict[str, Any]]:
     """The reply-harm detector's figures on the corpus's holdout batches and on real models' replies."""
     hold = harm.get("holdout", {})
@@ -168,7 +161,8 @@ def _harm_figures(harm: dict[str, Any]) -> list[dict[str, Any]]:
     recall = hold["all"].get("recall")
     for rate, source in ((good, "the corpus's good replies"), (real, "real models' replies")):
         if rate and recall is not None:
-            value = ppv(recall, false_alarm_upper(rate["false_alarms"], rate["benign"]))
+            # 0 false alarms of 70 is not a rate of 0: a PPV read from it would claim every flag is real.
+            value = ppv(recall, rate_upper_bound(rate["false_alarms"], rate["benign"]))
             out.append(_fig(f"flagged replies really harmful at a {BASE_RATE:.0%} base rate (PPV), at least", value,
                             None, f"from the holdout recall and the 95% upper bound of the false-alarm rate on "
                             f"{source}"))  # fmt: skip
