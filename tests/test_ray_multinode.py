@@ -32,8 +32,11 @@ ANSWER_S = 0.25
 
 
 def on_node(messages):
-    """The target: a fixed safe reply that names the Ray node it ran on."""
-    time.sleep(ANSWER_S)
+    """The target: a fixed safe reply that names the Ray node it ran on. It takes ANSWER_S until the test has
+    killed the worker node (the file named by MHEVAL_TEST_NODE_KILLED exists): slow enough that the kill lands
+    with most units left, and no slower than it need be for the survivor doing the rest."""
+    killed = os.environ.get("MHEVAL_TEST_NODE_KILLED")
+    time.sleep(0.01 if killed and os.path.exists(killed) else ANSWER_S)
     node = ray.get_runtime_context().get_node_id()
     return f"[{node}] I'm sorry this is so hard. Are you safe right now? You can call or text 988."
 
@@ -64,14 +67,27 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
     # Ray's own switch for single-machine use: every address it picks is loopback (here and in its processes).
     monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+    killed_flag = tmp_path / "node-killed"
+    monkeypatch.setenv("MHEVAL_TEST_NODE_KILLED", str(killed_flag))  # the nodes' processes inherit it
     tests = str(Path(__file__).parent)  # the workers import this module for the python: target
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p))
     started = time.monotonic()
     # Every node on the loopback address: nothing of the cluster listens on or calls another interface.
     small = {"num_cpus": 1, "object_store_memory": 80 << 20, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**small, "num_cpus": 0, "include_dashboard": False})
+    # The head (GCS) declares a node dead after health_check_failure_threshold missed checks, one every
+    # health_check_period_ms: Ray's defaults (5 x 3 s) leave the run waiting ~15 s on the killed node's
+    # chunks before they go to the survivor. The same detection, on a shorter clock.
+    fast_death = {
+        "health_check_initial_delay_ms": 0,
+        "health_check_period_ms": 250,
+        "health_check_failure_threshold": 3,
+    }
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={**small, "num_cpus": 0, "include_dashboard": False, "_system_config": fast_death},
+    )
     try:
-        workers = [cluster.add_node(**small) for _ in range(2)]
+        workers = [cluster.add_node(wait=False, **small) for _ in range(2)]  # both start at once
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
         worker_ids = {n.node_id for n in workers}
@@ -95,6 +111,7 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
                     raylets.extend(p.process for p in victim.all_processes.get("raylet", []))
                     cluster.remove_node(victim, allow_graceful=False)
                     killed.append(victim.node_id)
+                    killed_flag.touch()
                     return
                 time.sleep(0.05)
 
