@@ -417,13 +417,19 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     assert m["total"]["mean"] == pytest.approx(sum(totals) / 2)
     assert _metrics(log, "crisis-triage")[GOLD_AGREEMENT]["scored"] == 3
 
-    # `inspect score` makes mheval's scorer again by its registered name, here with an LLM judge instead
+    # `inspect score` makes mheval's scorer again by its registered name, here with an LLM judge instead. The
+    # command line is Inspect's own (its click group, as the `inspect` script calls it), run in this process:
+    # the entry point was found by the subprocess above, a second interpreter would only import Inspect again.
+    from click.testing import CliRunner
+    from inspect_ai._cli.main import inspect as inspect_cli
+
     rescored = tmp_path / "rescored.json"
-    cmd = [str(inspect_bin), "score", str(path), "--scorer", "mheval/psycrisis",
-           "-S", f"judge=vllm/judge@{fake_openai.base_url}", "--action", "overwrite",
-           "--output-file", str(rescored), "--display", "none"]  # fmt: skip
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    args = ["score", str(path), "--scorer", "mheval/psycrisis",
+            "-S", f"judge=vllm/judge@{fake_openai.base_url}", "--action", "overwrite",
+            "--output-file", str(rescored), "--display", "none"]  # fmt: skip
+    scored = CliRunner().invoke(inspect_cli, args, env={"XDG_DATA_HOME": env["XDG_DATA_HOME"]},
+                                auto_envvar_prefix="INSPECT")  # fmt: skip
+    assert scored.exit_code == 0, f"{scored.output[-2000:]}{scored.exception!r}"
     log = read_eval_log(str(rescored))
     assert log.samples is not None
     again = {str(s.id): (s.scores or {})["psycrisis"] for s in log.samples}
