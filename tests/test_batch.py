@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import mheval as inprocess
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.batch import BATCH_PRICE_FACTOR
@@ -149,7 +150,9 @@ def test_sigkill_while_the_job_runs_then_the_same_command_collects_that_job(tmp_
         assert con.execute("SELECT COUNT(*) FROM judgments").fetchone()[0] == 0
 
     fake_openai.batch_hold = False
-    done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    # The same command again, in this process (tests/cli_inprocess.py): the kill above needed a process of its
+    # own; what the second run is tested for is that it finds the noted job in the run folder and collects it.
+    done = inprocess(*cmd[3:])
     assert done.returncode == 0, done.stderr
     assert len(fake_openai.batches) == 1, "the restarted run waits for the job it submitted, not a new one"
     assert fake_openai.calls == 0
