@@ -480,8 +480,9 @@ def reply(messages):
 
 
 @pytest.mark.slow
-def test_a_run_killed_with_sigkill_resumes_with_every_reply_once_and_finished_ones_never_redone(tmp_path):
-    """The real `mheval` process, killed with SIGKILL once some replies are stored, then run again."""
+def test_a_run_killed_with_sigkill_resumes_with_every_reply_once_and_finished_ones_never_redone(tmp_path, monkeypatch):
+    """The real `mheval` process, killed with SIGKILL once some replies are stored, then the same command again
+    (in this process: the kill needs a process of its own, the resume has only the run folder to go by)."""
     n = 30
     (tmp_path / "slowbot.py").write_text(SLOW_BOT, encoding="utf-8")
     cases = tmp_path / "cases.jsonl"
@@ -511,8 +512,10 @@ def test_a_run_killed_with_sigkill_resumes_with_every_reply_once_and_finished_on
         kept = len(store.responses())
     assert 5 <= kept < n
 
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=env)
-    assert done.returncode == 0, done.stderr
+    monkeypatch.setenv("MHEVAL_QUIET", "1")
+    monkeypatch.setenv("FAULT_CALL_LOG", str(log))
+    done = run_cli(*command[3:])
+    assert done.code == 0, done.err
     assert sqlite3.connect(out / "run.db").execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with Store.open_existing(out) as store:
         responses = store.responses()
