@@ -1,4 +1,6 @@
-"""Train, save and use a judge from your own labelled file in three commands (the real console entry point)."""
+"""Train, save and use a judge from your own labelled file in three commands. Training runs the real console
+entry point in a process of its own, so the judge the next two commands use is only what it saved to the file;
+those two run in this process (tests/cli_inprocess.py: the entry point's exit code and error line)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import json
 import subprocess
 import sys
 
+from cli_inprocess import mheval as inprocess
 from mheval.runfolder.store import Store
 from mheval.suites import load_suite
 
@@ -61,7 +64,7 @@ def test_train_then_judge_with_the_file(tmp_path):
         + "\n"
     )
     out = tmp_path / "run"
-    judged = _mheval(
+    judged = inprocess(
         "triage", "--suite", f"jsonl:{suite}", "--judge", str(model), "--out", str(out), "--quiet", cwd=tmp_path
     )
     assert judged.returncode == 0, judged.stderr
@@ -71,7 +74,7 @@ def test_train_then_judge_with_the_file(tmp_path):
     assert all(j.judge.startswith("trained:") for j in judgments)
 
     # A trained judge refuses protocols it was not trained for, before anything is written.
-    refused = _mheval(
+    refused = inprocess(
         "run",
         "--suite",
         f"jsonl:{suite}",
