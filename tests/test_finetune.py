@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_inprocess import mheval
 from mheval.config import RunConfig
 from mheval.engine.runner import plan_run
 from mheval.errors import InputError
@@ -127,17 +128,6 @@ def _items(texts: list[str]) -> list[Item]:
     return [Item(Case(id=f"c{i}", turns=[Turn(role="user", content=t)])) for i, t in enumerate(texts)]
 
 
-def _mheval(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mheval", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def test_training_is_deterministic_and_the_folder_reloads(workdir: Path, tmp_path: Path) -> None:
     common = {"model_dir": workdir / "tiny-bert", "text_fields": ["text"], "label_field": "label", **FAST}
     first = finetune_judge(workdir / "labels.jsonl", **common)
@@ -179,8 +169,9 @@ def test_training_is_deterministic_and_the_folder_reloads(workdir: Path, tmp_pat
 
 
 def test_train_then_judge_with_the_folder_through_the_cli(workdir: Path, tmp_path: Path) -> None:
-    """`mheval train --finetune` runs in-process (torch is imported already: saves ~10 s); judging with
-    the folder runs the real console entry point, as a user would."""
+    """`mheval train --finetune` and then `mheval triage` with the folder, both in-process (torch is imported
+    already: a fresh interpreter would spend ~10 s importing it again). The triage run has only the folder to
+    go by: nothing keeps the trained model in memory, the judge is loaded from disk by its path."""
     from typer.testing import CliRunner
 
     from mheval.cli import app
@@ -199,7 +190,7 @@ def test_train_then_judge_with_the_folder_through_the_cli(workdir: Path, tmp_pat
     assert meta["training"]["command"].startswith("mheval ")  # the CLI records its own command line
 
     out = tmp_path / "run"
-    judged = _mheval(
+    judged = mheval(
         "triage",
         "--suite",
         f"jsonl:{workdir / 'new.jsonl'}",
