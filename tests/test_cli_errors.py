@@ -164,11 +164,13 @@ def test_user_text_is_never_read_as_markup(tmp_path):
     assert "MarkupError" not in result.stderr
     assert "unknown crisis_label '[/x] [bold]:smile:'" in result.stderr
 
+    # What the commands print on success goes through the same console in-process (only the error line above
+    # is printed by the entry point itself).
     good = _write(tmp_path / "ids.jsonl", '{"id": "[/x]", "text": "a [red]plain[/red] day"}\n')
-    result = entry_point("suites", "show", f"jsonl:{good}", cwd=tmp_path)
+    result = mheval("suites", "show", f"jsonl:{good}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "[/x]" in result.stdout and "a [red]plain[/red] day" in result.stdout
-    result = entry_point(
+    result = mheval(
         "triage",
         "--suite",
         f"jsonl:{good}",
