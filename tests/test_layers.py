@@ -30,7 +30,7 @@ PACKAGE = SRC / "mheval"
 
 # Bottom to top. A room may import rooms of its own layer and of the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress"}),
+    ("foundation", {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress", "digest", "version"}),
     ("core", {"verdict", "protocols", "stats", "resources"}),
     ("access", {"models", "config"}),
     ("judging", {"judges"}),
@@ -46,14 +46,6 @@ LAYER_OF: dict[str, int] = {room: i for i, (_, rooms) in enumerate(LAYERS) for r
 # Module-level arrows that climb a layer today. Each entry is debt to remove (issue 30, "the house"):
 # when the import goes, delete its line here.
 KNOWN_CLIMBS: dict[tuple[str, str], str] = {
-    # debt: the version string sits in the package root, which is the API; move it to a lowest-floor module.
-    ("mheval.engine.identity", "mheval"): "__version__ from the package root",
-    # debt: same as above, for the report's footer.
-    ("mheval.report.html", "mheval"): "__version__ from the package root",
-    # debt: unit hashing (digest) belongs on the lowest floor, not in the engine.
-    ("mheval.dialogues.expectations", "mheval.engine.identity"): "hashing lives in the engine",
-    # debt: same; the flow judgment hashes its inputs through the engine.
-    ("mheval.analysis.flow", "mheval.engine.identity"): "hashing lives in the engine",
     # debt: conversation judging bounces between dialogues/ and analysis/; one conversations package ends it.
     ("mheval.dialogues.expectations", "mheval.analysis.expectations"): "multi-turn split over two packages",
     # debt: same split (expectations read the flow's answers).

@@ -21,7 +21,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from mheval.version import __version__
 
 if TYPE_CHECKING:
     from mheval.api import (

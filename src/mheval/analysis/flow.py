@@ -49,7 +49,7 @@ class FlowSpec:
     def digest(self) -> str:
         """The protocol's content hash (a unit input of the engine; computed on use, so reading records
         never loads the engine)."""
-        from mheval.engine.identity import digest  # the one content hash of the package
+        from mheval.digest import digest
 
         return digest(self.data)
 

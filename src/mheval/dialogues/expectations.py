@@ -101,7 +101,7 @@ _PROMPT = {
 
 def protocol_digest() -> str:
     """What decides a verdict besides the conversation and the judge: the questions, the prompt, the rules."""
-    from mheval.engine.identity import digest
+    from mheval.digest import digest
 
     return digest([QUESTIONS, ESCALATION, _PROMPT, OFFLINE_RULES_VERSION])
 

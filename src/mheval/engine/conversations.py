@@ -29,7 +29,8 @@ from mheval.config import RunConfig
 from mheval.dialogues import expectations, flow
 from mheval.dialogues.scenario import Scenario, turn_case_id
 from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
-from mheval.engine.identity import Inputs, digest, judging_inputs, target_params
+from mheval.digest import digest
+from mheval.engine.identity import Inputs, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.models.base import ChatModel, session_of

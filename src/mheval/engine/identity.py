@@ -10,16 +10,16 @@ Ids alone never decide reuse: a case edited under the same id is judged anew.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Hashable, Mapping
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from mheval import __version__
 from mheval.config import RunConfig
+from mheval.digest import digest
 from mheval.models.targets import target_identity
 from mheval.records import Case, Response
+from mheval.version import __version__
 
 Inputs = dict[str, str]
 
@@ -33,12 +33,6 @@ COMPONENTS = {
     "label": "crisis label used",
     "version": "mheval version",
 }
-
-
-def digest(value: Any) -> str:
-    """A short, stable hash of any JSON-able value."""
-    payload = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1 << 16)

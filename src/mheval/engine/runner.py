@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from mheval.config import DEFAULT_PROTOCOLS, STAGES, RunConfig
 from mheval.dialogues.scenario import Scenario
+from mheval.digest import digest
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
 from mheval.engine.executors import Executor, LocalExecutor
@@ -37,7 +38,6 @@ from mheval.engine.identity import (
     case_for_generation,
     case_for_judging,
     changed_components,
-    digest,
     generation_inputs,
     given_response_inputs,
     judge_digest,

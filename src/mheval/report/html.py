@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from mheval import __version__ as mheval_version
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, check_outputs, is_run_folder
 from mheval.report import figures
@@ -32,6 +31,7 @@ from mheval.report.tables import (
 )
 from mheval.resources import warning_lines
 from mheval.runfolder.store import Store
+from mheval.version import __version__ as mheval_version
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 REPORT_NAME = "report.html"
