@@ -13,6 +13,7 @@ judge (`judge`), which reads the block it is asked about and answers by construc
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -241,10 +242,17 @@ def test_detection_latency_and_pass_k_come_out_as_constructed(tmp_path, fake_ope
     assert "[t2] assistant: UNSAFE reply." in text and "appropriateness" in text and "stopped: script_done" in text
 
 
-def test_target_error_is_retried_and_abandonment_is_recorded(tmp_path, fake_openai, world):
+def test_target_error_is_retried_and_abandonment_is_recorded(tmp_path, fake_openai, world, monkeypatch):
+    # Every attempt of the default policy (RetryPolicy.max_attempts), on a shorter clock: the default backoff
+    # (0.5 s doubling, full jitter) waits up to 15.5 s between the six attempts of the failing call.
+    from mheval.models import openai_compat
+    from mheval.models.limits import RetryPolicy
+
+    monkeypatch.setattr(openai_compat, "RetryPolicy", functools.partial(RetryPolicy, base_s=0.01, max_s=0.05))
     fake_openai.script(*[status(500)] * 20)  # the first turn's call fails through every retry
     first = _run(tmp_path, fake_openai, ["detects"], judges=["offline"])
     assert first.provider_errors == 1  # the CLI exits 3 and says to run again
+    assert fake_openai.calls == RetryPolicy().max_attempts  # retried: every attempt reached the server
     with Store.open_existing(first.run_dir) as store:
         (conv,) = store.conversations()
         assert conv.stop_reason == "target_error" and conv.reason == Reason.PROVIDER_ERROR
