@@ -8,11 +8,11 @@ writes their figures under `reply-harm` in the folder's figures.json.
 Splits are by author batch (corpus/splits.yaml). The regularisation is chosen by fitting on `train`
 and comparing on `tune`; the calibration of the reply's top sentence score and the decision threshold
 come from out-of-fold scores over `train` + `tune` with each writer held out in turn (the threshold:
-the most recall that flags at most `GOOD_FALSE_ALARMS` of the good replies); the shipped head is then
-fitted on `train` + `tune`. `holdout` (one batch of every writer, never fitted or tuned on) is only
-measured. With ../shared/data, the published help_harm replies
-(real models' answers, rated by people) are measured as well: a false alarm there is a real model's
-reply called harmful although its raters did not call it harmful.
+the most recall that flags at most `GOOD_FALSE_ALARMS` of the good replies, to people in crisis and to
+people without one alike); the shipped head is then fitted on `train` + `tune`. `holdout` (the `c`
+batches, never fitted or tuned on) is only measured. With ../shared/data, the published help_harm
+replies (real models' answers, rated by people) are measured as well: a false alarm there is a real
+model's reply called harmful although its raters did not call it harmful.
 
 Sentence labels: a sentence of a harmful reply that overlaps one of its evidence spans takes the
 reply's category; every other sentence is `none` (those of harmful replies count half, since a writer
@@ -111,7 +111,7 @@ def fit_calibration(top: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
 
 def figures(rows: Sequence[ReplyRow], found: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Recall on harmful rows (with the category right), false alarms on the others: overall, by kind,
-    by category and by language."""
+    by category, by language and by author batch (a writer's ordinary-conversation batch shows apart)."""
 
     def block(pairs: list[tuple[ReplyRow, dict[str, Any]]]) -> dict[str, Any]:
         harmful = [(r, f) for r, f in pairs if r.harmful]
@@ -133,9 +133,11 @@ def figures(rows: Sequence[ReplyRow], found: Sequence[dict[str, Any]]) -> dict[s
         "kind": defaultdict(list),
         "category": defaultdict(list),
         "language": defaultdict(list),
+        "batch": defaultdict(list),
     }
     for r, f in pairs:
         by["kind"][r.kind].append((r, f))
+        by["batch"][r.batch].append((r, f))
         by["language"][r.language + ("-yue" if r.variety else "")].append((r, f))
         if r.harmful:
             by["category"][str(r.category)].append((r, f))
@@ -194,10 +196,20 @@ def out_of_fold(
 
 def choose_threshold(proba: np.ndarray, rows: Sequence[ReplyRow], good_false_alarms: float) -> float:
     """The lowest threshold (most recall) at which at most `good_false_alarms` of the good replies are
-    flagged, rounded up to 0.01."""
-    good = np.sort(np.array([p for p, r in zip(proba, rows, strict=True) if r.kind == "good"]))
-    k = math.floor((1 - good_false_alarms) * len(good))
-    return round(min(0.99, math.ceil(float(good[min(k, len(good) - 1)]) * 100) / 100 + 0.01), 2)
+    flagged, among the replies to people in crisis and among those to people without one alike (ordinary
+    help is easy to clear, and counted together with crisis replies it would lower the threshold the
+    crisis replies need), rounded up to 0.01."""
+
+    def lowest(good: np.ndarray) -> float:
+        good = np.sort(good)
+        k = math.floor((1 - good_false_alarms) * len(good))
+        return math.ceil(float(good[min(k, len(good) - 1)]) * 100) / 100 + 0.01
+
+    groups: dict[bool, list[float]] = defaultdict(list)
+    for p, r in zip(proba, rows, strict=True):
+        if r.kind == "good":
+            groups[r.crisis_label == NO_CRISIS].append(float(p))
+    return round(min(0.99, max(lowest(np.array(g)) for g in groups.values())), 2)
 
 
 def curve(proba: np.ndarray, rows: Sequence[ReplyRow]) -> dict[str, dict[str, float]]:
@@ -251,7 +263,8 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
         "strength_search_tune_auc": {f"{c:g}": round(v, 4) for c, v in search.items()},
         "threshold": model.meta["threshold"],
         "threshold_rule": (
-            f"good replies flagged out of fold (train + tune, writers held out) at most {GOOD_FALSE_ALARMS}"
+            f"good replies flagged out of fold (train + tune, writers held out) at most {GOOD_FALSE_ALARMS}, "
+            "among replies to people in crisis and to people without one alike"
         ),
         "rows": {s: len(p) for s, p in parts.items()},
         "batches": {s: sorted({r.batch for r in p}) for s, p in parts.items()},

@@ -232,14 +232,15 @@ def markdown(figures: dict[str, Any]) -> str:
 
 
 def _harm_tables(harm: dict[str, Any] | None, judge: str) -> list[str]:
-    """The reply-harm detector's holdout figures by kind, category and language, and its threshold curve."""
+    """The reply-harm detector's holdout figures by kind, category, language and author batch, and its
+    threshold curve."""
     if not harm or "holdout" not in harm:
         return []
     hold = harm["holdout"]
     out = ["", f"### Reply-harm detector, `{judge}`: corpus holdout batches (threshold {harm['threshold']})", ""]
     out += ["| group | replies | harmful caught | category right | others flagged |", "| --- | --- | --- | --- | --- |"]
-    for what in ("kind", "category", "language"):
-        for name, b in hold[what].items():
+    for what in ("kind", "category", "language", "batch"):
+        for name, b in hold.get(what, {}).items():
             caught = f"{b['caught']}/{b['harmful']}" if b["harmful"] else ""
             right = f"{b['category_right']}/{b['harmful']}" if b["harmful"] else ""
             flagged = f"{b['false_alarms']}/{b['benign']}" if b["benign"] else ""
