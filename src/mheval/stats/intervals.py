@@ -227,7 +227,7 @@ class SumStat:
 # --------------------------------------------------------------------------- rates and means
 
 
-def rate_upper_bound(successes: int, n: int, confidence: float = 0.95) -> float:
+def rate_upper_bound(successes: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> float:
     """The one-sided upper bound (Clopper-Pearson) of a rate seen as ``successes / n``: what a rate of
     0 of 70 may still be."""
     if successes >= n:
