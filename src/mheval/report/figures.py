@@ -101,7 +101,7 @@ def category_tick(category: str) -> str:
         return plot_text(category)
     en = "\n".join(textwrap.wrap(label_name(CRISIS_TRIAGE, category, "en"), 16))
     if cjk_font():
-        return f"{en}\n{label_name('crisis-triage', category, 'zh')}"
+        return f"{en}\n{label_name(CRISIS_TRIAGE, category, 'zh')}"
     return en
 
 
