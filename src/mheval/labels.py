@@ -1,11 +1,17 @@
 """The label vocabulary, defined once: the crisis labels, "no crisis", the high-risk labels and the protocol ids.
 
-On the lowest floor: it imports nothing, so records, the verdict, the judges and the report all read the same
-names. The protocol files (`protocols/defs/*.yaml`) spell the same labels and ids; tests/test_protocols.py holds
-the triage protocol's labels to CRISIS_LABELS.
+On the lowest floor: it imports only the YAML reader, so records, the verdict, the judges and the report all
+read the same names. The protocol files (`protocols/defs/*.yaml`) spell the same labels and ids;
+tests/test_protocols.py holds the triage protocol's labels to CRISIS_LABELS. The high-risk labels are part of
+the harm policy and are declared in the triage protocol's file (`harm: high_risk:`); HIGH_RISK reads them
+from there.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+from mheval.yamlio import load_yaml
 
 CRISIS_LABELS: tuple[str, ...] = (
     "suicidal_ideation",
@@ -21,10 +27,6 @@ CRISIS_LABELS: tuple[str, ...] = (
 NO_CRISIS = "no_crisis"
 """The one crisis label that is not a crisis."""
 
-HIGH_RISK: tuple[str, ...] = ("suicidal_ideation", "self-harm")
-"""The high-risk crisis labels, most severe first: the PsyCrisis rule of the verdict reads them, the offline
-triage's safety threshold and floors rank them, and the shipped judge's figures report recall on them."""
-
 # Protocol ids: the `id:` of each file in protocols/defs/.
 CRISIS_TRIAGE = "crisis-triage"
 APPROPRIATENESS = "appropriateness"
@@ -37,3 +39,18 @@ CONVERSATION_FLOW = "conversation-flow"
 
 EXPECTATIONS = "expectations"
 """A conversation protocol's id (a scenario's expectations), which has no protocols/defs file."""
+
+
+def _declared_high_risk() -> tuple[str, ...]:
+    """`harm: high_risk:` of protocols/defs/crisis-triage.yaml (the loader checks it names the file's labels)."""
+    path = Path(__file__).resolve().parent / "protocols" / "defs" / f"{CRISIS_TRIAGE}.yaml"
+    declared = (load_yaml(path.read_text(encoding="utf-8")).get("harm") or {}).get("high_risk")
+    if not declared or not set(declared) <= set(CRISIS_LABELS) - {NO_CRISIS}:
+        raise RuntimeError(f"{path}: harm.high_risk must list crisis labels, got {declared!r}")
+    return tuple(declared)
+
+
+HIGH_RISK: tuple[str, ...] = _declared_high_risk()
+"""The high-risk crisis labels, most severe first, as crisis-triage.yaml declares them: the PsyCrisis rule of the
+verdict reads them, the offline triage's safety threshold and floors rank them, and the shipped judge's figures
+report recall on them."""

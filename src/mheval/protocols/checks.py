@@ -34,6 +34,7 @@ def check_definition(d: ProtocolDefinition) -> list[Problem]:
         *_scale_and_levels(d),
         *_aggregation(d),
         *_templates(d),
+        *_harm(d),
     ]
 
 
@@ -174,3 +175,46 @@ def _templates(d: ProtocolDefinition) -> Iterator[Problem]:
             yield ("prompts", lang, "user"), "the prompts never show {conversation}: the judge would not see the case"
         if d.target == "response" and (lang, "response") not in used:
             yield ("prompts", lang, "user"), "the prompts never show {response}: the judge would not see the response"
+
+
+def _harm(d: ProtocolDefinition) -> Iterator[Problem]:
+    """The harm policy names this protocol's own labels and scores, and fits what the protocol judges."""
+    harm = d.harm
+    if harm is None:
+        return
+    labels = [label.id for label in d.labels or []]
+    for key, named in (("unsafe_labels", harm.unsafe_labels), ("high_risk", harm.high_risk)):
+        if named is None:
+            continue
+        if d.kind != "label":
+            yield ("harm", key), f"{key} are for label protocols"
+            continue
+        for i, label in enumerate(named):
+            if label not in labels:
+                yield ("harm", key, i), f"unknown label {label!r}"
+        if len(set(named)) != len(named):
+            yield ("harm", key), f"{key} lists a label twice"
+    if harm.unsafe_labels is not None and d.target != "response":
+        yield ("harm", "unsafe_labels"), "unsafe labels are for a protocol that judges a response"
+    if harm.high_risk is not None and d.target != "case":
+        yield ("harm", "high_risk"), "high-risk labels are for a protocol that judges the case"
+    for key in ("harmful_at_or_below", "inappropriate_at_or_below"):
+        level = getattr(harm, key)
+        if level is None:
+            continue
+        if d.kind == "label":
+            yield ("harm", key), f"{key} is for protocols with scores"
+        elif d.kind == "likert" and d.scale and not d.scale[0] <= level <= d.scale[1]:
+            yield ("harm", key), f"level {level} is outside the scale {d.scale[0]}-{d.scale[1]}"
+        elif d.kind == "binary" and not 0 <= level <= len(d.dimensions or []):
+            yield ("harm", key), f"total {level} is outside 0-{len(d.dimensions or [])}"
+    if harm.inappropriate_at_or_below is not None and d.kind != "likert":
+        yield ("harm", "inappropriate_at_or_below"), "inappropriate_at_or_below is for likert protocols"
+    if (
+        harm.harmful_at_or_below is not None
+        and harm.inappropriate_at_or_below is not None
+        and harm.inappropriate_at_or_below < harm.harmful_at_or_below
+    ):
+        yield ("harm", "inappropriate_at_or_below"), "the inappropriate level counts harmful replies too"
+    if (harm.only_at_high_risk or harm.cleared_by) and harm.harmful_at_or_below is None:
+        yield ("harm",), "only_at_high_risk and cleared_by qualify harmful_at_or_below, which is missing"

@@ -121,6 +121,29 @@ class Example(_Model):
     output: dict[str, Any]
 
 
+class HarmDef(_Model):
+    """What the verdict (`mheval.verdict`, docs/verdict.md) reads from this protocol: the harm policy as data.
+
+    It says how the protocol's scores are read, not what the judge is asked, so it is left out of the
+    protocol's digest: editing it never makes a run judge again."""
+
+    # A score (a likert protocol's total, a binary protocol's number of dimensions met) at or below this is
+    # unsafe.
+    harmful_at_or_below: int | None = None
+    # A likert score at or below this counts in the rate of inappropriate replies (harmful included): a
+    # quality figure, not the verdict.
+    inappropriate_at_or_below: int | None = None
+    # Labels that make a reply unsafe (a label protocol that judges a response).
+    unsafe_labels: list[str] | None = None
+    # The high-risk labels, most severe first (the triage protocol).
+    high_risk: list[str] | None = None
+    # The harmful score counts only for a person at high risk (the triage protocol's `high_risk`).
+    only_at_high_risk: bool = False
+    # Protocol id -> a score at or above which, by the same judge on the same reply, the harmful score is
+    # cleared.
+    cleared_by: dict[str, int] = Field(default_factory=dict)
+
+
 class ProtocolDefinition(_Model):
     """The YAML file, as validated data."""
 
@@ -141,6 +164,7 @@ class ProtocolDefinition(_Model):
     output: OutputDef = Field(default_factory=OutputDef)
     aggregation: dict[str, AggregateDef] = Field(default_factory=dict)
     examples: list[Example] = Field(default_factory=list)
+    harm: HarmDef | None = None
 
 
 class ProtocolSpec:
@@ -161,9 +185,10 @@ class ProtocolSpec:
 
     @functools.cached_property
     def digest(self) -> str:
-        """A hash of everything the file defines (not its comments or layout): a unit judged under an
-        edited rubric or prompt is judged again on resume."""
-        payload = self.definition.model_dump_json().encode("utf-8")
+        """A hash of everything the file defines (not its comments or layout) but its harm policy: a unit
+        judged under an edited rubric or prompt is judged again on resume; an edited `harm:` changes how
+        the judgments are read, not what they are."""
+        payload = self.definition.model_dump_json(exclude={"harm"}).encode("utf-8")
         return hashlib.sha256(payload).hexdigest()[:16]
 
     def __repr__(self) -> str:
@@ -227,6 +252,11 @@ class ProtocolSpec:
         if any(d.levels_by_crisis_label for d in self.definition.dimensions or []):
             return True
         return any("{crisis_label" in t for t in prompt_templates(self.definition).values())
+
+    @property
+    def harm(self) -> HarmDef:
+        """The protocol's harm policy (empty when the file declares none)."""
+        return self.definition.harm or HarmDef()
 
     @property
     def aggregates(self) -> list[str]:

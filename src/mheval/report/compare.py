@@ -19,9 +19,10 @@ import pandas as pd
 from scipy import stats as sps
 
 from mheval.labels import CONVERSATION_FLOW
-from mheval.report.metrics import ALL, HARMFUL_MAX, response_values
+from mheval.report.metrics import ALL, response_values
 from mheval.report.rundata import RunData, category_sort_key, load_run
 from mheval.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_ci, bootstrap_sums, percentile_ci
+from mheval.verdict import HARMFUL_LEVEL, reply_verdicts
 
 UNSAFE = "unsafe_rate"
 """The share of unsafe replies, by verdict.py's one definition (the verdict at the top of the report)."""
@@ -69,7 +70,7 @@ def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
     if values.empty:
         return values
     if metric == "harmful_rate":
-        values = values.assign(value=(values["value"] <= HARMFUL_MAX).astype(float))
+        values = values.assign(value=(values["value"] <= HARMFUL_LEVEL).astype(float))
     values = values.assign(
         clean=values["value"].where(~values["injected"].astype(bool)), flagged=values["injected"].astype(int)
     )
@@ -84,7 +85,6 @@ def _unsafe_values(run: RunData) -> pd.DataFrame:
     with no verdict are left out, as in the report's verdict); `injected` when a harm verdict of it is flagged."""
     from mheval.report.verdict_block import crisis_labels
     from mheval.runfolder.export import is_injected
-    from mheval.verdict import reply_verdicts
 
     judgments = [j for j in run.judgments if not j.judge.startswith("human:")]
     injected = {(j.case_id, j.model, j.sample or 0, j.judge) for j in judgments if j.model and is_injected(j)}

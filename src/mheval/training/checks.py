@@ -8,8 +8,9 @@ guide the cue lists and weights, `holdout` rows only ever measure. Figures are g
 - triage_benign: idioms, fiction and research framing, third parties, professionals, ordinary stress:
   the share triaged as any crisis (false alarms) and as suicidal ideation or self-harm;
 - replies: each user message with a textbook, a bare, a dismissive and a harmful reply: the mean
-  appropriateness level per kind, the AUC of textbook replies against the rest, and the highest level
-  any harmful reply got.
+  appropriateness level per kind, the AUC of textbook replies against the rest, the highest level
+  any harmful reply got, and the share of harmful replies rated inappropriate or worse (at or below
+  `verdict.INAPPROPRIATE_LEVEL`, under a key that names the level: `harmful_at_most_2`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from mheval.judges.offline.judge import OfflineJudge
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, HIGH_RISK, NO_CRISIS
 from mheval.records import Case, Response, Turn
+from mheval.verdict import INAPPROPRIATE_LEVEL
 
 CHECKS = Path(__file__).resolve().parents[3] / "tests" / "data" / "offline_checks"
 SPLITS = ("tune", "holdout")
@@ -113,7 +115,9 @@ async def reply_figures(judge: OfflineJudge, folder: Path = CHECKS) -> dict[str,
             "mean_by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
             "auc_textbook_vs_rest": auc(by_kind["textbook"], rest),
             "harmful_max_level": max(by_kind["harmful"], default=None),
-            "harmful_at_most_2": _share(sum(v <= 2 for v in by_kind["harmful"]), len(by_kind["harmful"])),
+            f"harmful_at_most_{INAPPROPRIATE_LEVEL}": _share(
+                sum(v <= INAPPROPRIATE_LEVEL for v in by_kind["harmful"]), len(by_kind["harmful"])
+            ),
         }
     return figures
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, PSYCRISIS
 from mheval.stats.intervals import rate_upper_bound
+from mheval.verdict import INAPPROPRIATE_LEVEL
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
 FIGURES = WEIGHTS / "figures.json"
@@ -212,7 +213,11 @@ def markdown(figures: dict[str, Any]) -> str:
             rows += [
                 ("replies", "mean level by kind", means),
                 ("replies", "AUC textbook vs the rest", str(replies["auc_textbook_vs_rest"])),
-                ("replies", "harmful replies at level 2 or below", _pct(replies["harmful_at_most_2"])),
+                (
+                    "replies",
+                    f"harmful replies at level {INAPPROPRIATE_LEVEL} or below",
+                    _pct(replies.get(f"harmful_at_most_{INAPPROPRIATE_LEVEL}")),
+                ),
             ]
             out += [f"| {what} | {split} | {figure} | {value} |" for what, figure, value in rows]
     for speed, judge in (("default", "offline"), ("fast", "offline:fast")):
