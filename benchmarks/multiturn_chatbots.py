@@ -6,7 +6,7 @@ zh), retraction (en, zh), referral resistance, an anxiety crisis and a benign co
 option that picks scenarios by id (`--limit` takes a balanced head of the suite), so the 8 built-in scenario
 files are copied into a folder given as `--suite scenarios:DIR`. One run per judge (`offline`, `offline:fast`)
 with both bots, in a fresh interpreter; then the run folder's conversations are read as the report reads them
-(analysis/conversations.py `run_views`: verdict.py `conversation_verdict` per conversation and judge).
+(conversations/views.py `run_views`: verdict.py `conversation_verdict` per conversation and judge).
 
 Per judge and bot: conversations unsafe of N, which and why (with the turns that make them unsafe); conversations
 that handled the risk (every `must` met); every expectation's state, turn and evidence; for the harmful bot,
@@ -52,7 +52,7 @@ def command(suite: Path, judge: str, out: Path) -> list[str]:
 
 def cited(evidence: list[str] | tuple[str, ...]) -> set[int | None]:
     """The turns that evidence spans (`t<turn>: <quote>`) cite; {None} when there is none."""
-    from mheval.analysis.flow import quoted_turn
+    from mheval.conversations.flow import quoted_turn
 
     return {quoted_turn(span) for span in evidence} or {None}
 
@@ -93,7 +93,7 @@ def contradictions(bot: str, view: Any, bots: ModuleType) -> list[dict[str, Any]
 
 def read(out: Path, judge: str, bots: ModuleType) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per bot, what the verdicts say; and the verdicts that contradict the scripts."""
-    from mheval.analysis.conversations import run_views
+    from mheval.conversations.views import run_views
     from mheval.runfolder.store import Store
 
     with Store.open_existing(out) as store:

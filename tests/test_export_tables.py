@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli_inprocess import Ran, mheval
-from mheval.dialogues.scenario import parse_scenario
+from mheval.conversations.scenario import parse_scenario
 from mheval.errors import InputError
 from mheval.records import Case, Conversation, Exchange, Judgment, Response, Turn, Usage
 from mheval.runfolder.export import MESSAGE_TABLES, TABLES, export_table

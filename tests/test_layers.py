@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("core", {"verdict", "protocols", "stats", "resources"}),
     ("access", {"models", "config"}),
     ("judging", {"judges"}),
-    ("inputs", {"suites", "dialogues"}),
+    ("inputs", {"suites", "conversations"}),
     ("store", {"runfolder"}),
     ("analysis", {"analysis", "training"}),
     ("running and rating", {"engine", "annotate"}),
@@ -46,14 +46,14 @@ LAYER_OF: dict[str, int] = {room: i for i, (_, rooms) in enumerate(LAYERS) for r
 # Module-level arrows that climb a layer today. Each entry is debt to remove (issue 30, "the house"):
 # when the import goes, delete its line here.
 KNOWN_CLIMBS: dict[tuple[str, str], str] = {
-    # debt: conversation judging bounces between dialogues/ and analysis/; one conversations package ends it.
-    ("mheval.dialogues.expectations", "mheval.analysis.expectations"): "multi-turn split over two packages",
-    # debt: same split (expectations read the flow's answers).
-    ("mheval.dialogues.expectations", "mheval.analysis.flow"): "multi-turn split over two packages",
-    # debt: same split (the flow's questions are defined in analysis/).
-    ("mheval.dialogues.flow", "mheval.analysis.flow"): "multi-turn split over two packages",
-    # debt: the run folder's export reads a conversation's stored forms from analysis/.
-    ("mheval.runfolder.export", "mheval.analysis.conversations"): "runfolder reads analysis",
+    # debt: the multi-turn stages (play, judge each turn, judge the whole) build the engine's units and write
+    # the run folder, from the conversations package on the inputs layer.
+    ("mheval.conversations.stages", "mheval.engine.identity"): "conversation stages use the engine",
+    ("mheval.conversations.stages", "mheval.engine.units"): "conversation stages use the engine",
+    ("mheval.conversations.stages", "mheval.engine.runner"): "conversation stages use the engine",
+    ("mheval.conversations.stages", "mheval.runfolder.store"): "conversation stages write the run folder",
+    # debt: a conversation's views are read from a run folder's store (run_views, run_frames).
+    ("mheval.conversations.views", "mheval.runfolder.store"): "conversation views read the run folder",
 }
 
 # Circles of modules inside one room (strongly connected components of more than one module, counting
@@ -61,10 +61,8 @@ KNOWN_CLIMBS: dict[tuple[str, str], str] = {
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
     # debt: study and export import each other (export reads a study; the study reads human labels back).
     frozenset({"mheval.annotate.export", "mheval.annotate.study"}): "study <-> export",
-    # debt: the runner calls conversations and the Ray executor, which reach back for its context and types.
-    frozenset(
-        {"mheval.engine.conversations", "mheval.engine.ray_executor", "mheval.engine.runner"}
-    ): "the runner circle",
+    # debt: the runner calls the Ray executor, which reaches back for its run context.
+    frozenset({"mheval.engine.ray_executor", "mheval.engine.runner"}): "the runner circle",
     # debt: the cue tables, the lexicon and its file loader read each other.
     frozenset(
         {"mheval.judges.offline.cues", "mheval.judges.offline.lexicon", "mheval.judges.offline.lexicon_files"}

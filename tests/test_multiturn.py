@@ -24,10 +24,11 @@ import yaml
 
 import mheval
 from fake_openai import FakeOpenAI, respond, status
-from mheval.analysis.conversations import run_frames
-from mheval.dialogues.flow import ground_quotes, load_flow, parse_flow
-from mheval.dialogues.guards import check_turn
-from mheval.dialogues.scenario import parse_scenario, turn_case_id
+from mheval.conversations.flow import ground_quotes, load_flow
+from mheval.conversations.flow_judge import parse_flow
+from mheval.conversations.guards import check_turn
+from mheval.conversations.scenario import parse_scenario, turn_case_id
+from mheval.conversations.views import run_frames
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Exchange, Reason
 from mheval.report.multiturn import transcript_text
@@ -435,7 +436,7 @@ def test_a_broken_scenario_file_is_refused_naming_file_and_key(tmp_path, change,
 
 
 def test_builtin_suite_covers_every_family_in_both_languages_without_method_words():
-    from mheval.dialogues.scenario import FAMILIES
+    from mheval.conversations.scenario import FAMILIES
     from mheval.records import CRISIS_LABELS
     from mheval.suites.dialogues import load_dialogue_suite
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from mheval.analysis.expectations import offline_expectations, read_outcomes
-from mheval.dialogues.scenario import parse_scenario
+from mheval.conversations.expectations import offline_expectations, read_outcomes
+from mheval.conversations.scenario import parse_scenario
 from mheval.labels import EXPECTATIONS
 from mheval.records import Exchange
 from test_multiturn import SCENARIO

@@ -25,9 +25,9 @@ from typer.testing import CliRunner
 
 import mheval
 from fake_openai import FakeOpenAI, respond
-from mheval.analysis.conversations import frames_from_views, run_views
 from mheval.cli import app
-from mheval.dialogues.scenario import load_scenario
+from mheval.conversations.scenario import load_scenario
+from mheval.conversations.views import frames_from_views, run_views
 from mheval.runfolder.export import export_table
 from mheval.runfolder.store import Store
 from mheval.stats.multiturn import measures

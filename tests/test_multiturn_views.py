@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from mheval.analysis.conversations import frames_from_views, views
-from mheval.analysis.expectations import Outcome, expectations_judgment, read_outcomes
-from mheval.analysis.truth import scenario_truth, triage_truth
-from mheval.dialogues.expectations import parse_expectations
-from mheval.dialogues.scenario import parse_scenario, turn_case_id
+from mheval.conversations.expectations import Outcome, expectations_judgment, read_outcomes
+from mheval.conversations.expectations_judge import parse_expectations
+from mheval.conversations.scenario import parse_scenario, turn_case_id
+from mheval.conversations.truth import scenario_truth, triage_truth
+from mheval.conversations.views import frames_from_views, views
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment, Reason
 from mheval.stats.multiturn import measures, pass_at_k, safety_curve
@@ -176,9 +176,10 @@ def test_llm_expectation_answers_are_grounded_in_the_cited_turn():
 
 def test_the_report_reads_records_only():
     code = (
-        "import sys, mheval.report.multiturn, mheval.analysis.conversations, mheval.runfolder.export;"
-        "bad = [m for m in ('mheval.dialogues.flow', 'mheval.dialogues.expectations', 'mheval.models.openai_compat',"
-        " 'mheval.judges.offline.reply_checks', 'mheval.engine.runner') if m in sys.modules]; print(bad)"
+        "import sys, mheval.report.multiturn, mheval.conversations.views, mheval.runfolder.export;"
+        "bad = [m for m in ('mheval.conversations.flow_judge', 'mheval.conversations.expectations_judge',"
+        " 'mheval.models.openai_compat', 'mheval.judges.offline.reply_checks', 'mheval.engine.runner')"
+        " if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

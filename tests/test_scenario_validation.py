@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mheval.dialogues.scenario import (
+from mheval.conversations.scenario import (
     EXPECTATIONS,
     MUST,
     MUST_NOT,

@@ -976,9 +976,9 @@ def protocols_list() -> None:
     for p in list_protocols():
         output = ", ".join(p.labels or p.dimensions)
         table.add_row(*(Text(str(v)) for v in (p.id, p.target, p.kind, output, p.paper)))
-    from mheval.dialogues.flow import load_flow
+    from mheval.conversations.flow import load_flow
 
-    flow = load_flow()  # multi-turn runs only: src/mheval/dialogues/conversation-flow.yaml
+    flow = load_flow()  # multi-turn runs only: src/mheval/conversations/conversation-flow.yaml
     dims = ", ".join(d for d, _ in flow.dimensions)
     table.add_row(*(Text(v) for v in (flow.id, "conversation", "flow", dims, "mheval (multi-turn suites)")))
     out.print(table)

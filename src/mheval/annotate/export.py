@@ -38,7 +38,7 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
         )  # fmt: skip
     ids["flags"] = [*ids["flags"], *(f"unsure:{q}" for q in unsure)]
     if study.protocol == CONVERSATION_FLOW:
-        from mheval.analysis.flow import SCORES  # the flow's answers as scores, defined once
+        from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
 
         scores = {q: SCORES[v] for q, v in values.items() if v in SCORES}
         flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == "not_relevant")]
@@ -74,7 +74,7 @@ def human_judgments(study: Study) -> list[Judgment]:
 
 def human_labels(study: Study) -> pd.DataFrame:
     """The ratings as `agree`'s long labels table: id, rater, value (and dimension, model, sample)."""
-    from mheval.analysis.flow import SCORES  # the flow's answers as scores, defined once
+    from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
 
     rows = []
     for rater, key, _, _, answers in study.rated():

@@ -119,8 +119,8 @@ def build_form(protocol: ProtocolSpec, language: str, crisis_label: str | None =
 
 
 def build_flow_form(language: str) -> Form:
-    """The whole-conversation flow (dialogues/conversation-flow.yaml) as a form."""
-    from mheval.dialogues.flow import load_flow
+    """The whole-conversation flow (conversations/conversation-flow.yaml) as a form."""
+    from mheval.conversations.flow import load_flow
 
     lang = "zh" if language == "zh" else "en"
     spec = load_flow()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from mheval.config import DEFAULT_PROTOCOLS, STAGES, RunConfig
-from mheval.dialogues.scenario import Scenario
+from mheval.conversations.scenario import Scenario
 from mheval.digest import digest
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
@@ -92,7 +92,7 @@ class RunPlan:
     suite: Suite
     protocols: list[ProtocolSpec]
     stages: tuple[str, ...]
-    # A multi-turn suite's scenarios (then `suite` holds no cases; engine/conversations.py plays them).
+    # A multi-turn suite's scenarios (then `suite` holds no cases; conversations/stages.py plays them).
     scenarios: list[Scenario] = field(default_factory=list)
 
     @property
@@ -487,16 +487,16 @@ async def _dialogues(
     simulator: list[str], progress: ProgressSink,
 ) -> None:  # fmt: skip
     """The multi-turn stages: play the conversations, judge each turn, judge each conversation whole."""
-    from mheval.engine import conversations
+    from mheval.conversations import stages
 
     mode = plan.config.dialogue_mode
     if "generate" in plan.stages and targets:
-        await conversations.play(
+        await stages.play(
             plan.scenarios, targets, bench, store, mode, bench.models[simulator[0]] if simulator else None, progress
         )
     if "judge" in plan.stages or "triage" in plan.stages:
-        await conversations.judge_turns(plan.scenarios, bench, store, plan.protocols, digests, progress)
-        await conversations.judge_conversations(plan.scenarios, bench, store, digests, progress)
+        await stages.judge_turns(plan.scenarios, bench, store, plan.protocols, digests, progress)
+        await stages.judge_conversations(plan.scenarios, bench, store, digests, progress)
 
 
 # -- stages ------------------------------------------------------------------------------------

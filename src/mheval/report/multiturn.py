@@ -1,7 +1,7 @@
 """The multi-turn part of a report, `mheval summary --format json`'s multi-turn part, and one conversation
 as text (`mheval transcript`).
 
-Reads stored records only, through analysis/conversations.py (every view of a conversation, with its
+Reads stored records only, through conversations/views.py (every view of a conversation, with its
 verdict from verdict.conversation_verdict) and the measures of stats/multiturn.py; no model client or
 judge is imported. The single-turn sections never see these judgments (report/rundata.single_turn).
 """
@@ -14,17 +14,17 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.analysis.conversations import (
+from mheval.conversations.expectations import describe
+from mheval.conversations.flow import OUTCOMES, load_flow
+from mheval.conversations.scenario import Scenario, split_turn_case_id
+from mheval.conversations.signals import primary_judge
+from mheval.conversations.views import (
     ConversationView,
     conversation_judges,
     frames_from_views,
     views,
     with_unplayed,
 )
-from mheval.analysis.expectations import describe
-from mheval.analysis.flow import OUTCOMES, load_flow
-from mheval.dialogues.scenario import Scenario, split_turn_case_id
-from mheval.dialogues.signals import primary_judge
 from mheval.errors import InputError
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment

@@ -130,7 +130,7 @@ def single_turn(judgments: list[Judgment]) -> list[Judgment]:
 
 def _of_dialogue(j: Judgment) -> bool:
     """A judgment of one turn of a conversation, or of a whole conversation."""
-    from mheval.dialogues.scenario import split_turn_case_id
+    from mheval.conversations.scenario import split_turn_case_id
 
     return j.protocol in (CONVERSATION_FLOW, EXPECTATIONS) or split_turn_case_id(j.case_id) is not None
 

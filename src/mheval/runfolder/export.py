@@ -8,7 +8,7 @@ harm category and probability: the table a reviewer sorts to check the flagged r
 `conversations` has one row per multi-turn conversation and judge, with its verdict (`unsafe`: true,
 false or null when not measurable, by verdict.conversation_verdict) and `expectations`: each expectation
 id of its scenario -> {state: met / missed / violated / unknown, turn, evidence, why}
-(analysis/conversations.py builds them from the stored records).
+(conversations/views.py builds them from the stored records).
 
 Every export is strict: JSONL has no NaN or Infinity (a missing value is null), and a column of whole
 numbers (sample, repeat, turn, tokens) stays whole numbers in every format, even with some rows empty.
@@ -28,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.dialogues.scenario import turn_case_id
+from mheval.conversations.scenario import turn_case_id
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
 from mheval.labels import APPROPRIATENESS
@@ -210,7 +210,7 @@ def verdict_rows(store: Store) -> list[dict[str, Any]]:
 
 def conversation_rows(store: Store) -> list[dict[str, Any]]:
     """One row per conversation and judge: what it was, how it ended, its verdict and its expectations."""
-    from mheval.analysis.conversations import conversation_judges, run_views
+    from mheval.conversations.views import conversation_judges, run_views
 
     judgments = store.judgments()
     rows = []

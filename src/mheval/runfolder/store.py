@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response
 
 if TYPE_CHECKING:
-    from mheval.dialogues.scenario import Scenario
+    from mheval.conversations.scenario import Scenario
 
 # Case-level judgments (triage) have no model or sample; SQLite treats NULLs in a primary key as
 # distinct, so they are stored under these sentinels to keep "one row per unit" enforceable.
@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     id TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, requests INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batch_requests (custom_id TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
--- Multi-turn runs (engine/conversations.py): the scenarios, each exchange of a conversation as it
+-- Multi-turn runs (conversations/stages.py): the scenarios, each exchange of a conversation as it
 -- finishes, and how each conversation ended.
 CREATE TABLE IF NOT EXISTS scenarios (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS exchanges (
@@ -389,7 +389,7 @@ class Store:
             )
 
     def scenarios(self) -> list[Scenario]:
-        from mheval.dialogues.scenario import Scenario
+        from mheval.conversations.scenario import Scenario
 
         cur = self._db.execute("SELECT data FROM scenarios ORDER BY ord")
         return [Scenario.model_validate_json(r[0]) for r in cur]

@@ -2,14 +2,14 @@
 
 `turns` has one row per exchange: scenario_id, family, model, sample, turn, disclosure_turn (the turn the
 scenario's disclosing beat was played on, the same on every row of a conversation; missing when none was),
-retracts (True on the turn the disclosure was taken back), and the per-turn signals of dialogues/signals.py
+retracts (True on the turn the disclosure was taken back), and the per-turn signals of conversations/signals.py
 (acknowledged, resource, safe, harmful, withdrew, escalated, quality, safety), each True/False or missing
 (NaN/None) when its verdict was unscored. `safe` is False on every turn that makes the conversation unsafe
 by verdict.py (an unsafe reply, a violated must_not, a red flow flag), so per-turn and per-conversation
 views agree. `conversations` has one row per conversation: scenario_id, family, model, sample, status,
 reason, stop_reason, unsafe (verdict.conversation_verdict), benign. `expectations` has one row per
 conversation and expectation id: expectation, kind (must / must_not), state (met / missed / violated /
-unknown). analysis/conversations.py builds all three from stored records. Conversations unscored for a
+unknown). conversations/views.py builds all three from stored records. Conversations unscored for a
 simulator failure are left out of every measure (and counted as such).
 
 Definitions:

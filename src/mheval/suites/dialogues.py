@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from mheval.dialogues.scenario import Scenario, load_scenarios
+from mheval.conversations.scenario import Scenario, load_scenarios
 from mheval.errors import InputError
 
 DIALOGUE_SUITES: dict[str, tuple[str, str]] = {

@@ -4,7 +4,7 @@ In adaptive mode the simulator sees the conversation with the roles flipped (the
 what it is told, its own earlier turns are what it said) and hidden instructions: the persona, the
 current beat's goal, the condition for moving on, and what not to reveal yet. It moves to the next beat
 by starting its message with `[[NEXT]]` and ends the conversation with `[[END]]`; both marks are removed.
-Every turn passes the guards (dialogues/guards.py); a failing turn is asked for again, up to
+Every turn passes the guards (conversations/guards.py); a failing turn is asked for again, up to
 `max_regenerations` times, each time as a different request so the call cache cannot return the
 rejected text. When every attempt fails, the turn carries a `failure` and the conversation is unscored.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mheval.dialogues.guards import check_turn
-from mheval.dialogues.scenario import Scenario
+from mheval.conversations.guards import check_turn
+from mheval.conversations.scenario import Scenario
 from mheval.models.base import ChatModel, ModelError
 from mheval.records import Usage
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from difflib import SequenceMatcher
 
-from mheval.dialogues.scenario import Scenario
+from mheval.conversations.scenario import Scenario
 from mheval.textscan import count_cjk
 
 MAX_USER_CHARS = 1200

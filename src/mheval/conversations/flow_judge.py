@@ -1,47 +1,21 @@
 """The LLM judge of the whole-conversation protocol (conversation-flow.yaml), which the engine calls.
 
-The protocol's spec, its stored form and the offline judge's answers live in analysis/flow.py (they read
-records only, so the report never loads a model client); this module asks a judge model and reads its
-answer: one question per dimension, each answer with quotes `t<turn>: <quote>` checked against the turn
-they cite. The names of analysis/flow.py are re-exported here for older imports.
+The protocol's spec, its stored form and the offline judge's answers live in conversations/flow.py (they
+read records only, so the report never loads a model client); this module asks a judge model and reads
+its answer: one question per dimension, each answer with quotes `t<turn>: <quote>` checked against the
+turn they cite.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mheval.analysis.flow import (
-    OUTCOMES,
-    SCORES,
-    SEVERITY,
-    FlowSpec,
-    flow_judgment,
-    ground_quotes,
-    load_flow,
-    offline_flow,
-    turn_of,
-)
 from mheval.config import RunConfig
-from mheval.dialogues.scenario import Scenario
+from mheval.conversations.flow import OUTCOMES, SEVERITY, FlowSpec, flow_judgment, ground_quotes, offline_flow
+from mheval.conversations.scenario import Scenario
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
-
-__all__ = [
-    "OUTCOMES",
-    "SCORES",
-    "SEVERITY",
-    "FlowSpec",
-    "ground_quotes",
-    "judge_flow",
-    "llm_flow",
-    "load_flow",
-    "offline_flow",
-    "parse_flow",
-    "render_prompt",
-    "render_transcript",
-    "turn_of",
-]
 
 
 async def judge_flow(

@@ -1,5 +1,5 @@
-"""The whole-conversation protocol (dialogues/conversation-flow.yaml) as stored records: its spec, how a
-verdict is stored, and the offline judge's answers derived from the per-turn verdicts.
+"""The whole-conversation protocol (conversations/conversation-flow.yaml) as stored records: its spec,
+how a verdict is stored, and the offline judge's answers derived from the per-turn verdicts.
 
 The first question (does the user disclose risk?) decides which dimensions apply; each applicable one
 is answered Best practice / Suboptimal / High potential for harm, with a red (harm) or yellow
@@ -10,12 +10,12 @@ minimum over the applicable dimensions and `label` the worst answer; `evidence[d
 `t<turn>: <quote>`, each checked against that turn's text (an unverifiable quote is withdrawn).
 
 This module reads records only (no model client): the report imports it. The LLM judge that answers the
-flow from a transcript lives in dialogues/flow.py, where the engine calls it. The offline judge here
-takes the branch from the scenario's truth (analysis/truth.py: the disclosing beat, never a triage guess)
-and the answers from the per-turn verdicts (dialogues/signals.py, harm by verdict.py). It answers "high
-potential for harm" only where a reply was unsafe (the boundaries dimension): a move it could not find
-(no acknowledgement, no probe, no resource) is at worst suboptimal, since the absence of a cue is not
-evidence of harm.
+flow from a transcript lives in conversations/flow_judge.py, where the engine calls it. The offline judge
+here takes the branch from the scenario's truth (conversations/truth.py: the disclosing beat, never a
+triage guess) and the answers from the per-turn verdicts (conversations/signals.py, harm by verdict.py).
+It answers "high potential for harm" only where a reply was unsafe (the boundaries dimension): a move it
+could not find (no acknowledgement, no probe, no resource) is at worst suboptimal, since the absence of a
+cue is not evidence of harm.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from mheval.analysis.truth import scenario_truth
-from mheval.dialogues.scenario import Scenario, split_turn_case_id
-from mheval.dialogues.signals import TurnSignals, turn_signals
+from mheval.conversations.scenario import Scenario, split_turn_case_id
+from mheval.conversations.signals import TurnSignals, turn_signals
+from mheval.conversations.truth import scenario_truth
 from mheval.records import Exchange, Judgment, Reason
 from mheval.yamlio import load_yaml
 
@@ -65,7 +65,7 @@ class FlowSpec:
 
 @cache
 def load_flow() -> FlowSpec:
-    text = resources.files("mheval.dialogues").joinpath("conversation-flow.yaml").read_text(encoding="utf-8")
+    text = resources.files("mheval.conversations").joinpath("conversation-flow.yaml").read_text(encoding="utf-8")
     data = load_yaml(text)
     dims = tuple((str(d["id"]), str(d["when"])) for d in data["dimensions"])
     return FlowSpec(id=str(data["id"]), dimensions=dims, data=data)

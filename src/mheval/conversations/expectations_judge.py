@@ -2,27 +2,28 @@
 
 The judge answers each question `yes`, `no` or `unclear`, and for every `yes` cites the turn and copies
 a short exact quote, `t<turn>: <quote>`; a quote not found in the turn it cites is withdrawn, as in the
-flow protocol (dialogues/flow.py): flagged `ungrounded:<id>` under grounding "flag", and the verdict is
-unscored under "strict". It also lists the replies that gave a crisis line or emergency advice (the
-over-reaction measure reads them on benign controls). For a `must` a yes is met and a no missed; for a
-`must_not` a yes is violated and a no met; `unclear` is unknown. The stored form is analysis/expectations.py's.
+flow protocol (conversations/flow_judge.py): flagged `ungrounded:<id>` under grounding "flag", and the
+verdict is unscored under "strict". It also lists the replies that gave a crisis line or emergency advice
+(the over-reaction measure reads them on benign controls). For a `must` a yes is met and a no missed; for
+a `must_not` a yes is violated and a no met; `unclear` is unknown. The stored form is
+conversations/expectations.py's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mheval.analysis.expectations import (
+from mheval.config import RunConfig
+from mheval.conversations.expectations import (
     OFFLINE_RULES_VERSION,
     Outcome,
     expectation_ids,
     expectations_judgment,
     offline_expectations,
 )
-from mheval.analysis.flow import ground_quotes, quoted_turn
-from mheval.config import RunConfig
-from mheval.dialogues.flow import render_transcript
-from mheval.dialogues.scenario import MUST, MUST_NOT, Scenario
+from mheval.conversations.flow import ground_quotes, quoted_turn
+from mheval.conversations.flow_judge import render_transcript
+from mheval.conversations.scenario import MUST, MUST_NOT, Scenario
 from mheval.labels import EXPECTATIONS
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols.lenient_json import find_objects

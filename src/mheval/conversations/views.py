@@ -1,10 +1,10 @@
 """A multi-turn run's conversations as records the measures, the report and the export read.
 
 Every view of a conversation is built here, once, from stored records: the scenario's truth (where risk
-was disclosed: analysis/truth.py), each reply's verdict (verdict.py, with the crisis label that holds at
-that turn), the scenario's expectations as judged (analysis/expectations.py), the flow verdict's red
-flags, and from those the conversation's verdict (`verdict.conversation_verdict`, the one definition of
-an unsafe conversation). The turns that make a conversation unsafe are marked in the turns table
+was disclosed: conversations/truth.py), each reply's verdict (verdict.py, with the crisis label that holds
+at that turn), the scenario's expectations as judged (conversations/expectations.py), the flow verdict's
+red flags, and from those the conversation's verdict (`verdict.conversation_verdict`, the one definition
+of an unsafe conversation). The turns that make a conversation unsafe are marked in the turns table
 (`safe` is False there), so pass^k, safety by turn, the flow summaries and the report's verdict agree:
 a conversation is unsafe exactly when one of its turns is.
 
@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.analysis.expectations import Outcome, escalated_turns, read_outcomes, states
-from mheval.analysis.flow import quoted_turn, red_dimensions
-from mheval.analysis.truth import Truth, scenario_truth, triage_truth
-from mheval.dialogues.scenario import MUST, Scenario, split_turn_case_id
-from mheval.dialogues.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
+from mheval.conversations.expectations import Outcome, escalated_turns, read_outcomes, states
+from mheval.conversations.flow import quoted_turn, red_dimensions
+from mheval.conversations.scenario import MUST, Scenario, split_turn_case_id
+from mheval.conversations.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
+from mheval.conversations.truth import Truth, scenario_truth, triage_truth
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store

@@ -2,8 +2,8 @@
 
 The definitions (one place; the measures, the offline flow judge and the report all use them):
 - user_risk: the user's turn was triaged as any crisis label other than no_crisis (a judge's guess: the
-  measures read where risk was disclosed from the scenario, analysis/truth.py, and use this only for
-  conversations without one).
+  measures read where risk was disclosed from the scenario, conversations/truth.py, and use this only
+  for conversations without one).
 - acknowledged: the reply met psycrisis `risk_assessment` or `explore_concerns` (it asked about the risk
   or the concerns behind it).
 - probed: the reply met psycrisis `risk_assessment` (asked directly about safety).
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from mheval.dialogues.scenario import split_turn_case_id
+from mheval.conversations.scenario import split_turn_case_id
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, NO_CRISIS, PSYCRISIS
 from mheval.records import Exchange, Judgment
 from mheval.verdict import ReplyVerdict, reply_verdicts
@@ -93,7 +93,8 @@ def turn_signals(
     labels: Mapping[int, str | None] | None = None,
 ) -> list[TurnSignals]:  # fmt: skip
     """One TurnSignals per exchange, from the per-turn judgments of one conversation by `judge` (the first
-    judge by name when None); `labels` maps turn -> the crisis label that holds there (analysis/truth.py)."""
+    judge by name when None); `labels` maps turn -> the crisis label that holds there
+    (conversations/truth.py)."""
     judgments = list(judgments)
     judge = judge if judge is not None else primary_judge(judgments)
     verdicts = _pick(judgments, judge)

@@ -11,8 +11,9 @@ Per-turn judging builds, for turn t, the case "the conversation up to user turn 
 and the reply of turn t, and hands them to the ordinary units (engine/units.py) under the same content
 keys as single-turn judging; the crisis label a reply is judged under (its rubric row) is the scenario's
 from the turn its disclosing beat was played on, and no_crisis before it or in a benign control
-(analysis/truth.py), never a triage guess. The whole-conversation protocol (dialogues/flow.py) and the
-scenario's expectations (dialogues/expectations.py) run last, one verdict per conversation and judge.
+(conversations/truth.py), never a triage guess. The whole-conversation protocol
+(conversations/flow_judge.py) and the scenario's expectations (conversations/expectations_judge.py) run
+last, one verdict per conversation and judge.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mheval.analysis.truth import scenario_truth
 from mheval.config import RunConfig
-from mheval.dialogues import expectations, flow
-from mheval.dialogues.scenario import Scenario, turn_case_id
-from mheval.dialogues.simulator import ScriptedUser, SimulatedUser
+from mheval.conversations import expectations_judge, flow, flow_judge
+from mheval.conversations.scenario import Scenario, turn_case_id
+from mheval.conversations.simulator import ScriptedUser, SimulatedUser
+from mheval.conversations.truth import scenario_truth
 from mheval.digest import digest
 from mheval.engine.identity import Inputs, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
@@ -350,7 +351,7 @@ async def judge_conversations(
     """The whole-conversation flow protocol and the scenario's expectations over each scored conversation,
     by each judge (one verdict of each per conversation and judge, keyed like any other unit)."""
     spec = flow.load_flow()
-    expect_digest = expectations.protocol_digest()
+    expect_digest = expectations_judge.protocol_digest()
     by_id = {s.id: s for s in scenarios}
     done = store.judgment_inputs(finished=True)
     per_turn: dict[ConversationKey, list[Judgment]] = {}
@@ -382,12 +383,12 @@ async def judge_conversations(
                   model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
         async with limit:
             if turns is None:
-                verdict = await expectations.judge_expectations(
+                verdict = await expectations_judge.judge_expectations(
                     scenario, exchanges, judge=judge, judge_model=bench.models.get(judge), model=model,
                     sample=sample, config=bench.config,
                 )  # fmt: skip
             else:
-                verdict = await flow.judge_flow(
+                verdict = await flow_judge.judge_flow(
                     spec, scenario, exchanges, turns, judge=judge, judge_model=bench.models.get(judge),
                     model=model, sample=sample, config=bench.config,
                 )  # fmt: skip

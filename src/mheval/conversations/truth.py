@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mheval.dialogues.scenario import Scenario
+from mheval.conversations.scenario import Scenario
 from mheval.labels import NO_CRISIS
 from mheval.records import Exchange
 

@@ -1,1 +1,0 @@
-"""Multi-turn evaluation: scenarios (as data), the simulated user and its guards."""
