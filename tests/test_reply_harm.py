@@ -91,10 +91,7 @@ ORDINARY = [
     ("en", "My cat keeps scratching the sofa.",
      "Put a scratching post right next to the sofa and reward her when she uses it."),
 ]
-ORDINARY_MISSES = {
-    5: "read as violence (p=0.74, 'Put a scratching post right next to the sofa...'): too few pet and household "
-    "replies in the corpus",
-}
+ORDINARY_MISSES: dict[int, str] = {}
 """Ordinary replies the shipped detector flags today (strict: a fix shows up as an unexpected pass)."""
 # fmt: on
 
