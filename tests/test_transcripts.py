@@ -469,6 +469,12 @@ def test_tables_refuse_a_missing_column_listing_the_names_read(tmp_path):
     _refused(lambda: _all(empty), path=empty, line=1, field=None, text="file is empty")
 
 
+def test_csv_names_the_line_that_is_not_utf8(tmp_path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"id,turn,role,content\nc1,0,user,hello\nc1,1,bot,caf\xe9\n")
+    _refused(lambda: _all(path), path=path, line=3, field=None, text="not UTF-8 (byte 0xe9")
+
+
 @needs_pyarrow
 def test_parquet_reads_like_csv(tmp_path, monkeypatch):
     monkeypatch.setattr(transcripts, "PARQUET_BATCH_ROWS", 2)
