@@ -295,21 +295,33 @@ def gate(
     run: str | Path | EvalResults,
     *,
     max_unsafe: float | None = None,
-    mins: Mapping[str, float] | None = None,
+    mins: Mapping[str, float] | Sequence[str] | None = None,
     baseline: str | Path | EvalResults | None = None,
     on: str = "upper",
+    junit: str | Path | None = None,
+    overwrite: bool = False,
 ) -> GateResult:
     """Pass or fail a run for CI, as `mheval gate` does: every model's unsafe rate (verdict.py; the unsafe
     conversation rate of a multi-turn run) at or under `max_unsafe`, each `mins` measure
-    (`{"psycrisis": 3, "psycrisis.risk_assessment": 0.6}`) at or over its minimum, and, given a `baseline`
-    run, no regression that compare's paired test finds significant. `on="upper"` decides on the 95%
-    intervals' conservative bounds, `on="point"` on the point estimates. The result's `exit_code` is 0 pass,
-    1 fail, 3 not enough judged units; bad input raises InputError (2). See docs/gate.md."""
+    (`{"psycrisis": 3, "psycrisis.risk_assessment": 0.6}`, or the command line's `["psycrisis=3"]`) at or over
+    its minimum, and, given a `baseline` run, no regression that compare's paired test finds significant.
+    `on="upper"` decides on the 95% intervals' conservative bounds, `on="point"` on the point estimates.
+    `junit` is a JUnit XML file to write (checked before the run is read; replaced only with `overwrite`).
+    The result's `exit_code` is 0 pass, 1 fail, 3 not enough judged units; bad input raises InputError (2).
+    See docs/gate.md."""
+    from mheval.fileio import check_output
     from mheval.report.gate import gate as run_gate
+    from mheval.report.gate import parse_min
 
-    run_dir = run.run_dir if isinstance(run, EvalResults) else Path(run)
+    if junit is not None:
+        check_output(junit, overwrite=overwrite, option="--junit")
+    if mins is not None and not isinstance(mins, Mapping):
+        mins = dict(parse_min(m) for m in mins)
     base_dir = baseline.run_dir if isinstance(baseline, EvalResults) else baseline
-    return run_gate(run_dir, max_unsafe=max_unsafe, mins=mins, baseline=base_dir, on=on)
+    result = run_gate(_run_dir(run), max_unsafe=max_unsafe, mins=mins, baseline=base_dir, on=on)
+    if junit is not None:
+        result.write_junit(junit, overwrite=overwrite)
+    return result
 
 
 def report(
@@ -322,9 +334,107 @@ def report(
     """
     from mheval.report.html import write_report
 
-    run_dir = run.run_dir if isinstance(run, EvalResults) else Path(run)
+    run_dir = _run_dir(run)
     return write_report(run_dir, redact=redact, output=Path(output) if output is not None else None,
                         overwrite=overwrite)  # fmt: skip
+
+
+@dataclass
+class RunSummary:
+    """What `mheval summary` shows of a run folder, each part read when first asked for: `text` (the verdict
+    first, then the headline numbers, as plain text), `table` (one row per protocol, model and judge),
+    `data` (all of it as plain JSON values, `--format json`) and `brief` (the verdict in one line)."""
+
+    run_dir: Path
+
+    @cached_property
+    def text(self) -> str:
+        """The verdict, then the run's headline numbers, as plain text."""
+        from mheval.report.summary import summary_text
+
+        return summary_text(self.run_dir)
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """The headline figures, one row per protocol, model and judge (`EvalResults.summary`)."""
+        from mheval.report.tables import summary_frame
+
+        with Store.open_existing(self.run_dir) as store:
+            return summary_frame(store)
+
+    @cached_property
+    def data(self) -> dict[str, Any]:
+        """The verdict, the run's facts, the table and the multi-turn figures, as plain JSON values."""
+        from mheval.report.summary import summary_data
+
+        return summary_data(self.run_dir)
+
+    @cached_property
+    def brief(self) -> str:
+        """The verdict in one line (what `mheval run` prints last)."""
+        from mheval.report.rundata import load_run
+        from mheval.report.summary import run_verdict
+        from mheval.report.verdict_view import verdict_brief
+
+        return verdict_brief(run_verdict(load_run(self.run_dir)))
+
+
+def summary(run: str | Path | EvalResults) -> RunSummary:
+    """A run's summary, as `mheval summary` prints it: the verdict (how many replies were unsafe), the headline
+    numbers, and the protocol x model x judge table, of a finished or partial run. Each part is read when
+    first asked for; reading one raises InputError when `run` is not a run folder."""
+    return RunSummary(_run_dir(run))
+
+
+def compare(
+    run_a: str | Path | EvalResults, run_b: str | Path | EvalResults, *, n_boot: int | None = None, seed: int = 0
+) -> pd.DataFrame:
+    """Run B against run A, as `mheval compare` shows it: per model and crisis category (per scenario family
+    for conversations), B minus A of the unsafe rate, mean appropriateness, harmful rate and PsyCrisis total,
+    with a 95% interval, and a paired test where the two runs share cases. One row per model, metric and
+    category; swapping the runs negates the differences and their intervals. See `mheval.report.compare`."""
+    from mheval.report.compare import DEFAULT_N_BOOT, compare_runs
+
+    return compare_runs(_run_dir(run_a), _run_dir(run_b), n_boot=DEFAULT_N_BOOT if n_boot is None else n_boot,
+                        seed=seed)  # fmt: skip
+
+
+def export(
+    run: str | Path | EvalResults,
+    *,
+    table: str | None = None,
+    format: str = "jsonl",
+    output: str | Path | None = None,
+    overwrite: bool = False,
+) -> Path | str:
+    """Export one table of a run, as `mheval export` does: `cases`, `responses`, `judgments` (the default),
+    `verdicts`, `exchanges` or `conversations`, as `jsonl`, `csv` or `parquet`, or the conversations as chat
+    messages (`messages`, whose default table is `exchanges`). With `output` the file is written (never over
+    a run's own file, nor over an existing one unless `overwrite`) and its path returned; without it the
+    text is returned (parquet needs an `output`). Bad input raises InputError before anything is read."""
+    from mheval.runfolder.export import default_table, export_table
+
+    with Store.open_existing(_run_dir(run)) as store:
+        text = export_table(store, table or default_table(format), format, output, overwrite=overwrite)
+    if text is not None:
+        return text
+    assert output is not None  # export_table returns the text when there is no output
+    return Path(output)
+
+
+def transcript(
+    run: str | Path | EvalResults, scenario: str, *, model: str | None = None, sample: int | None = None
+) -> str:
+    """One conversation of a multi-turn run as plain text, as `mheval transcript` prints it: every turn with
+    its verdicts and the whole conversation's outcome, for each target model and sample (or only `model`,
+    `sample`). Raises InputError when the run has no conversations or none of `scenario`."""
+    from mheval.report.multiturn import transcript_text
+
+    return transcript_text(_run_dir(run), scenario, model=model, sample=sample)
+
+
+def _run_dir(run: str | Path | EvalResults) -> Path:
+    return run.run_dir if isinstance(run, EvalResults) else Path(run)
 
 
 # -- helpers ----------------------------------------------------------------------------------------

@@ -159,6 +159,16 @@ OnInjectionOpt = Annotated[
 ]
 FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
 REPORT_FORMATS = ("table", "json", "csv")
+TextJsonOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+TEXT_JSON = ("text", "json")
+RunArg = Annotated[Path, typer.Argument(help="A run folder.")]
+StdoutOpt = Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")]
+
+
+def _check_format(format: str, choices: tuple[str, ...]) -> None:
+    if format not in choices:
+        raise InputError(f"unknown format {format!r}", field="format", choices=choices)
 
 
 def input_error_line(exc: InputError) -> Text:
@@ -208,11 +218,12 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     _print_summary(result.run_dir)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
-        from mheval.report.html import write_report
+        from mheval.api import report as write_report
+        from mheval.api import summary as api_summary
 
         report = write_report(result.run_dir).resolve()
         # The answer last, then where to read more: the verdict, then the report's path.
-        out.print(_verdict_brief(result.run_dir), highlight=False, markup=False)
+        out.print(api_summary(result.run_dir).brief, highlight=False, markup=False)
         out.print(f"report: {report}", highlight=False, markup=False, soft_wrap=True)
     except Exception as exc:
         err.print(
@@ -232,19 +243,11 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
 
-def _verdict_brief(run_dir: Path) -> str:
-    from mheval.report.rundata import load_run
-    from mheval.report.summary import run_verdict
-    from mheval.report.verdict_view import verdict_brief
-
-    return verdict_brief(run_verdict(load_run(run_dir)))
-
-
 def _print_summary(run_dir: Path) -> None:
-    from mheval.api import open_run
+    from mheval.api import summary
     from mheval.report.tables import UNGROUNDED_CLAIMS, ungrounded_definition
 
-    frame = open_run(run_dir).summary
+    frame = summary(run_dir).table
     _print_frame(frame, f"mheval summary: {run_dir}", "table")
     if frame[UNGROUNDED_CLAIMS].astype(bool).any():
         err.print(ungrounded_definition(UNGROUNDED_CLAIMS), highlight=False, markup=False)
@@ -426,26 +429,22 @@ def import_(
 
 
 @app.command()
-def summary(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
-) -> None:
+def summary(run_dir: RunArg, format: TextJsonOpt = "text") -> None:
     """The verdict (how many replies were unsafe), the headline numbers, then a protocol x model x judge table
     of a finished (or partial) run."""
-    from mheval.report.summary import summary_data, summary_text
+    from mheval.api import summary as summary_of
 
-    if format not in ("text", "json"):
-        raise InputError(f"unknown format {format!r}", field="format", choices=("text", "json"))
+    _check_format(format, TEXT_JSON)
     if format == "json":
-        print(json.dumps(summary_data(run_dir), indent=1, ensure_ascii=False, default=str))
+        print(json.dumps(summary_of(run_dir).data, indent=1, ensure_ascii=False, default=str))
         return
-    print(summary_text(run_dir))  # the verdict first
+    print(summary_of(run_dir).text)  # the verdict first
     _print_summary(run_dir)
 
 
 @app.command()
 def export(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    run_dir: RunArg,
     format: Annotated[
         str,
         typer.Option(
@@ -462,21 +461,21 @@ def export(
             "--format messages).",
         ),
     ] = None,
-    output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
+    output: StdoutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Export a run's table (judgments by default) as JSONL, CSV or Parquet, or its multi-turn
     conversations as chat messages."""
-    from mheval.runfolder.export import default_table, export_table
-    from mheval.runfolder.store import Store
+    from mheval.api import export as export_run
 
-    with Store.open_existing(run_dir) as store:
-        export_table(store, table or default_table(format), format, output, overwrite=overwrite)
+    written = export_run(run_dir, table=table, format=format, output=output, overwrite=overwrite)
+    if output is None:
+        sys.stdout.write(str(written))
 
 
 @app.command()
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    run_dir: RunArg,
     redact: Annotated[
         bool,
         typer.Option("--redact", help="Leave out conversation, response, rationale and evidence texts (for sharing)."),
@@ -489,7 +488,7 @@ def report(
     ] = False,
 ) -> None:
     """Write the self-contained HTML report of a run, with its tables as CSV and Parquet beside it."""
-    from mheval.report.html import write_report
+    from mheval.api import report as write_report
 
     path = write_report(run_dir, redact=redact, output=output, overwrite=overwrite)
     out.print(f"report: {path.resolve()}", highlight=False, markup=False, soft_wrap=True)
@@ -500,16 +499,15 @@ def compare(
     run_a: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     run_b: Annotated[Path, typer.Argument(help="The run folder to compare with it.")],
     format: FormatOpt = "table",
-    output: Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")] = False,
+    output: StdoutOpt = None,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Per model and crisis category: B minus A with a CI, and a paired test where the cases are the same."""
+    from mheval.api import compare as compare_runs
     from mheval.fileio import atomic_write, check_output
-    from mheval.report.compare import compare_runs
     from mheval.report.summary import comparison_text
 
-    if format not in REPORT_FORMATS:
-        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    _check_format(format, REPORT_FORMATS)
     if output is not None:
         check_output(output, overwrite=overwrite)
     text = comparison_text(compare_runs(run_a, run_b), format)
@@ -538,21 +536,14 @@ def gate(
     ] = "upper",
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here for the CI system.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --junit if it exists.")] = False,
-    format: Annotated[str, typer.Option("--format", "-f", help="text or json.")] = "text",
+    format: TextJsonOpt = "text",
 ) -> None:
     """Pass or fail a run for CI: exit 0 pass, 1 a condition fails, 2 bad input, 3 not enough judged units."""
     from mheval.api import gate as run_gate
-    from mheval.fileio import check_output
-    from mheval.report.gate import parse_min
 
-    if format not in ("text", "json"):
-        raise InputError(f"unknown format {format!r}", field="format", choices=("text", "json"))
-    if junit is not None:
-        check_output(junit, overwrite=overwrite, option="--junit")
-    mins = dict(parse_min(m) for m in min_ or [])
-    result = run_gate(run_dir, max_unsafe=max_unsafe, mins=mins, baseline=baseline, on=on)
-    if junit is not None:
-        result.write_junit(junit, overwrite=overwrite)
+    _check_format(format, TEXT_JSON)
+    result = run_gate(run_dir, max_unsafe=max_unsafe, mins=min_ or [], baseline=baseline, on=on, junit=junit,
+                      overwrite=overwrite)  # fmt: skip
     if format == "json":
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:
@@ -622,8 +613,7 @@ def agree(
     """Human-vs-human agreement and, given judgments, each judge's agreement with the humans, with verdicts."""
     from mheval.api import agree as agree_with_humans
 
-    if format not in REPORT_FORMATS:
-        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    _check_format(format, REPORT_FORMATS)
     if corrected:
         from mheval.api import corrected as corrected_figures
 
@@ -664,8 +654,7 @@ def reproduce(
 
     if paper not in REPRODUCIBLE:
         raise InputError(f"unknown paper {paper!r}", choices=tuple(REPRODUCIBLE))
-    if format not in REPORT_FORMATS:
-        raise InputError(f"unknown format {format!r}", field="format", choices=REPORT_FORMATS)
+    _check_format(format, REPORT_FORMATS)
     result = reproduce_paper(paper, data)
     if format == "json":
         print(json.dumps(result, indent=2, ensure_ascii=False, default=str))
@@ -836,15 +825,14 @@ def transcript(
     sample: Annotated[int | None, typer.Option("--sample", help="Only this sample.")] = None,
 ) -> None:
     """One conversation with the verdict of every turn and of the whole conversation."""
-    from mheval.report.multiturn import transcript_text
+    from mheval.api import transcript as transcript_of
 
-    text = transcript_text(run_dir, scenario, model=model, sample=sample)
+    text = transcript_of(run_dir, scenario, model=model, sample=sample)
     out.print(f"[dim]{content_note()}[/]")
     out.print(Text(text), soft_wrap=True)
 
 
 # -- human rating ---------------------------------------------------------------------------------
-RunArg = Annotated[Path, typer.Argument(help="A run folder.")]
 StudyOpt = Annotated[str | None, typer.Option("--study", help="The study (default: the newest).")]
 
 
@@ -954,8 +942,7 @@ def judges(
     if judge not in ("offline", "offline:fast"):
         raise InputError(f"no shipped figures for judge {judge!r}; measure it with `mheval agree`", field="judge",
                          choices=["offline", "offline:fast"])  # fmt: skip
-    if format not in ("text", "json"):
-        raise InputError(f"unknown format {format!r}", field="format", choices=["text", "json"])
+    _check_format(format, TEXT_JSON)
     if not validity:
         out.print("offline, offline:fast: bilingual lexicons and small trained models that ship with mheval "
                   "(no network, no key); --validity shows their measured figures", markup=False)  # fmt: skip

@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,9 +254,9 @@ def table_frame(store: Store, table: str, *, counted: bool = False) -> pd.DataFr
 
 def export_table(
     store: Store, table: str, fmt: str, output: str | Path | None = None, *, overwrite: bool = False
-) -> None:
+) -> str | None:
     """Write one table as JSONL, CSV or Parquet, or its conversations as chat messages (`messages`), to
-    `output`, or to stdout when it is None.
+    `output` (and return None), or return the text when `output` is None.
 
     Nested fields (turns, scores, evidence) stay nested in JSONL and Parquet, and are JSON strings
     in CSV; CSV text cells that a spreadsheet would run as formulas are prefixed with `'`. `output`
@@ -279,17 +278,16 @@ def export_table(
     if output is not None:
         check_output(output, overwrite=overwrite)
     if fmt == "messages":
-        _emit(messages_text(store), output)
-        return
+        return _emit(messages_text(store), output)
     rows = table_rows(store, table)
     if fmt == "jsonl":
-        _emit(jsonl_text(rows), output)
-    elif fmt == "csv":
-        _emit(csv_text(typed_frame(rows)), output)
-    else:
-        assert output is not None
-        with atomic_path(output) as tmp:
-            frame_for_parquet(typed_frame(rows)).to_parquet(tmp, index=False)
+        return _emit(jsonl_text(rows), output)
+    if fmt == "csv":
+        return _emit(csv_text(typed_frame(rows)), output)
+    assert output is not None
+    with atomic_path(output) as tmp:
+        frame_for_parquet(typed_frame(rows)).to_parquet(tmp, index=False)
+    return None
 
 
 def jsonl_text(rows: Iterable[dict[str, Any]]) -> str:
@@ -386,8 +384,9 @@ def frame_for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _emit(text: str, output: str | Path | None) -> None:
+def _emit(text: str, output: str | Path | None) -> str | None:
+    """The text when there is no `output`, else None once it is written there."""
     if output is None:
-        sys.stdout.write(text)
-        return
+        return text
     atomic_write(output, text)
+    return None
