@@ -127,3 +127,8 @@ def test_transcript_is_the_conversation_the_command_prints(tmp_path):
     assert api.transcript(run, SCENARIO["id"], model="m", sample=0) == text
     with pytest.raises(InputError, match="no conversation of scenario"):
         api.transcript(run, "nope")
+
+
+def test_the_package_root_exports_them():
+    for name in ("summary", "compare", "export", "gate", "transcript", "RunSummary"):
+        assert getattr(mheval, name) is getattr(api, name) and name in mheval.__all__

@@ -8,6 +8,10 @@ The public API (see docs/python-api.md):
 - `agree(labels, run=...)`: can the judge be trusted against human raters?
 - `report(run)` writes the HTML report;
 - `gate(run, max_unsafe=..., mins=..., baseline=...) -> GateResult`: pass or fail a run for CI;
+- `summary(run) -> RunSummary`: the verdict, the headline numbers and the table `mheval summary` prints;
+- `compare(run_a, run_b)`: B minus A per model and category, with intervals and paired tests;
+- `export(run, table=..., format=..., output=...)`: one table of a run as JSONL, CSV, Parquet or chat messages;
+- `transcript(run, scenario)`: one conversation of a multi-turn run with its verdicts, as text;
 - `validity(judge)`: the measured figures of a shipped judge, read from its figures file;
 - `corrected(labels, run=...)`: headline figures corrected for the judge's errors by human ratings (PPI++).
 
@@ -26,13 +30,18 @@ from mheval.version import __version__
 if TYPE_CHECKING:
     from mheval.api import (
         EvalResults,
+        RunSummary,
         agree,
+        compare,
         corrected,
         evaluate,
         evaluate_async,
+        export,
         gate,
         open_run,
         report,
+        summary,
+        transcript,
         validity,
     )
     from mheval.config import RunConfig
@@ -49,7 +58,12 @@ _PUBLIC = {
     "gate": "mheval.api",
     "corrected": "mheval.api",
     "validity": "mheval.api",
+    "summary": "mheval.api",
+    "compare": "mheval.api",
+    "export": "mheval.api",
+    "transcript": "mheval.api",
     "EvalResults": "mheval.api",
+    "RunSummary": "mheval.api",
     "RunConfig": "mheval.config",
     "InputError": "mheval.errors",
     "Case": "mheval.records",
@@ -66,16 +80,21 @@ __all__ = [
     "Judgment",
     "Response",
     "RunConfig",
+    "RunSummary",
     "Suite",
     "Turn",
     "__version__",
     "agree",
+    "compare",
     "corrected",
     "evaluate",
     "evaluate_async",
+    "export",
     "gate",
     "open_run",
     "report",
+    "summary",
+    "transcript",
     "validity",
 ]
 
