@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from mheval.errors import InputError
 from mheval.records import Turn
+from mheval.suites.readers import check_text
 
 Side = Literal["user", "assistant"]
 
@@ -62,7 +63,6 @@ CSV_CHUNK_ROWS = 10_000
 PARQUET_BATCH_ROWS = 10_000
 
 _REFUSED_ROLES = ("tool", "function", "ipython")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _WHOLE = re.compile(r"[+-]?\d+")
 
 
@@ -203,24 +203,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, text.rstrip("\r\n")
 
 
-def _check_text(value: str, *, path: Path, line: int | None, field: str) -> None:
-    bad = _SURROGATE.search(value)
-    if bad:
-        raise InputError(
-            f"holds a lone surrogate U+{ord(bad.group()):04X} (not valid Unicode text)",
-            path=path,
-            line=line,
-            field=field,
-        )
-
-
 def _check_json(value: Any, *, path: Path, line: int, field: str) -> None:
     """Every string of a JSON value (keys included) is valid Unicode."""
     if isinstance(value, str):
-        _check_text(value, path=path, line=line, field=field)
+        check_text(value, path=path, line=line, field=field)
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_text(key, path=path, line=line, field=field)
+            check_text(key, path=path, line=line, field=field)
             _check_json(item, path=path, line=line, field=f"{field}.{key}")
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -290,7 +279,7 @@ def _optional_str(record: Mapping[str, Any], key: str, path: Path, line: int, fi
         return None
     if not isinstance(value, str) or not value.strip():
         raise InputError(f"must be a non-empty string, got {value!r}", path=path, line=line, field=field)
-    _check_text(value, path=path, line=line, field=field)
+    check_text(value, path=path, line=line, field=field)
     return value
 
 
@@ -326,7 +315,7 @@ def _jsonl_conversation(
         )
     else:
         conv_id = str(raw_id)
-        _check_text(conv_id, path=path, line=line, field=id_field)
+        check_text(conv_id, path=path, line=line, field=id_field)
 
     model = _optional_str(record, "model", path, line, "model")
     if model is None:
@@ -378,7 +367,7 @@ def _jsonl_conversation(
         if not isinstance(content, str):
             kind = "null" if content is None else type(content).__name__
             raise InputError(f"must be a string, got {kind}", path=path, line=line, field=f"{where}.content")
-        _check_text(content, path=path, line=line, field=f"{where}.content")
+        check_text(content, path=path, line=line, field=f"{where}.content")
         if name == "system":
             system.append(content)
             continue
@@ -479,7 +468,7 @@ def _text_turn(side: Side, start: int, lines: list[str], *, path: Path) -> Turn:
     content = "\n".join(lines).strip()
     if not content:
         raise InputError(f"empty {side} turn", path=path, line=start, field="content")
-    _check_text(content, path=path, line=start, field="content")
+    check_text(content, path=path, line=start, field="content")
     return Turn(role=side, content=content)
 
 
@@ -648,7 +637,7 @@ def _group(
             raise InputError(f"{kind} {what}", path=path, line=number, field=field_of["content"])
         if not raw_content.strip():
             raise InputError(f"empty {what}", path=path, line=number, field=field_of["content"])
-        _check_text(raw_content, path=path, line=number, field=field_of["content"])
+        check_text(raw_content, path=path, line=number, field=field_of["content"])
         current.append((turn, number, side, raw_content))
     if current_id is not None:
         yield build(current_id)
@@ -662,7 +651,7 @@ def _table_id(value: Any, path: Path, row: int, field: str) -> str:
     text = str(value)
     if not text.strip():
         raise InputError("missing conversation id", path=path, line=row, field=field)
-    _check_text(text, path=path, line=row, field=field)
+    check_text(text, path=path, line=row, field=field)
     return text
 
 

@@ -141,13 +141,13 @@ def json_safe(value: Any, *, path: Path | str, line: int | None, field: str | No
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
-        _check_text(value, path=path, line=line, field=field)
+        check_text(value, path=path, line=line, field=field)
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             name = key if isinstance(key, str) else str(key)
-            _check_text(name, path=path, line=line, field=field)
+            check_text(name, path=path, line=line, field=field)
             out[name] = json_safe(item, path=path, line=line, field=_child(field, name), _depth=_depth + 1)
         return out
     if isinstance(value, list | tuple):
@@ -166,7 +166,8 @@ def json_safe(value: Any, *, path: Path | str, line: int | None, field: str | No
     raise InputError(f"unsupported value of type {type(value).__name__}", path=path, line=line, field=field)
 
 
-def _check_text(text: str, *, path: Path | str, line: int | None, field: str | None) -> None:
+def check_text(text: str, *, path: Path | str, line: int | None, field: str | None) -> None:
+    """An InputError naming path, line and field when `text` holds a lone surrogate (not valid Unicode)."""
     bad = _SURROGATE.search(text)
     if bad:
         raise InputError(
@@ -238,7 +239,7 @@ class RowBuilder:
         row: dict[str, Any] = {}
         for key, value in raw.items():
             key = str(key)
-            _check_text(key, path=self.path, line=line, field=None)
+            check_text(key, path=self.path, line=line, field=None)
             value = json_safe(value, path=self.path, line=line, field=key)
             ours = self._rename.get(key)
             if ours is None and key in self.mapping:
