@@ -109,7 +109,7 @@ def test_two_raters_rate_ten_units_with_the_keyboard_only(tmp_path: Path) -> Non
                 assert "988" in page.content()  # the content warning comes first
                 page.keyboard.press("Enter")
                 for _ in queues[rater]:
-                    page.wait_for_selector("#unit")
+                    page.wait_for_selector("body[data-ready='yes'] #unit")  # rate.js has run: keys are seen
                     uid = page.get_attribute("#unit", "data-unit")
                     assert uid is not None
                     started = time.perf_counter()
@@ -210,7 +210,7 @@ def test_a_burst_of_keys_lands_on_the_questions_that_had_focus_and_the_page_spea
             page = browser.new_page()
             page.add_init_script(SLOW_SAVES)
             page.goto(f"{link}u/{first}")
-            page.wait_for_selector("#unit")
+            page.wait_for_selector("body[data-ready='yes'] #unit")  # rate.js has run: keys are seen
             started = time.perf_counter()
             for key in BURST:
                 page.keyboard.press(key)

@@ -13,6 +13,7 @@
       var go = document.querySelector("[data-enter]");
       if (e.key === "Enter" && go) { window.location.href = go.getAttribute("data-enter"); }
     });
+    document.body.setAttribute("data-ready", "yes");
     return;
   }
   var questions = Array.prototype.slice.call(document.querySelectorAll(".question"));
@@ -142,4 +143,6 @@
     Promise.all(pending).then(function () { if (then() === false) { stay(); } }, stay);
   }
   focus(firstOpen());
+  // Keys pressed before this point (the script is deferred) are not seen: a page is ready when this is set.
+  document.body.setAttribute("data-ready", "yes");
 })();
