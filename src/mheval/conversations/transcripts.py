@@ -20,7 +20,6 @@ judges: the conversations are handed on one by one, each checked whole before it
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -30,7 +29,7 @@ from typing import Any, Literal
 
 from mheval.errors import InputError
 from mheval.records import Turn
-from mheval.suites.readers import check_text
+from mheval.suites.readers import check_file, check_text, json_safe, parse_json
 
 Side = Literal["user", "assistant"]
 
@@ -155,15 +154,10 @@ def read_transcripts(
     table = role_table(roles)
     if model_name is not None and not model_name.strip():
         raise InputError("model name is empty", field="model_name")
-    try:
-        exists, is_dir = path.exists(), path.is_dir()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot use this path: {exc}", path=repr(str(path))[1:-1]) from None
-    if not exists:
-        raise InputError("not found", path=path)
-    if is_dir:
+    if path.is_dir():
         yield from _read_text_folder(path, table, model_name)
         return
+    check_file(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
         yield from _read_jsonl(path, table, model_name)
@@ -203,19 +197,6 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             yield number, text.rstrip("\r\n")
 
 
-def _check_json(value: Any, *, path: Path, line: int, field: str) -> None:
-    """Every string of a JSON value (keys included) is valid Unicode."""
-    if isinstance(value, str):
-        check_text(value, path=path, line=line, field=field)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, path=path, line=line, field=field)
-            _check_json(item, path=path, line=line, field=f"{field}.{key}")
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            _check_json(item, path=path, line=line, field=f"{field}[{i}]")
-
-
 def _finish(
     turns: list[Turn], *, path: Path, line: int | None, field: str, table: Mapping[str, Side] | None = None
 ) -> tuple[Turn, ...]:
@@ -253,21 +234,12 @@ class _Seen:
 # --------------------------------------------------------------------------------------------- JSONL
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _read_jsonl(path: Path, table: Mapping[str, Side], model_name: str | None) -> Iterator[RecordedConversation]:
     seen = _Seen(path)
     for number, text in _lines(path):
         if not text.strip(" \t\r\n"):
             continue
-        try:
-            record = json.loads(text, parse_constant=_refuse_constant)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg} at column {exc.colno})", path=path, line=number) from None
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"unreadable JSON ({exc})", path=path, line=number) from None
+        record = parse_json(text, path=path, line=number, constants=False)
         conversation, key, key_field = _jsonl_conversation(record, path, number, table, model_name)
         seen.add(key, number, key_field)
         yield conversation
@@ -298,8 +270,7 @@ def _jsonl_conversation(
         metadata = {}
     if not isinstance(metadata, dict):
         raise InputError(f"must be an object, got {type(metadata).__name__}", path=path, line=line, field="metadata")
-    _check_json(metadata, path=path, line=line, field="metadata")
-    metadata = dict(metadata)
+    metadata = json_safe(metadata, path=path, line=line, field="metadata")
 
     # The id: the line's own, else the scenario of mheval's export, else the file and line.
     conv_id: str

@@ -104,10 +104,17 @@ def check_file(path: Path) -> None:
         raise InputError("is a directory, expected a file", path=path)
 
 
-def parse_json(text: str, *, path: Path | str, line: int | None, field: str | None = None) -> Any:
-    """json.loads, with every way it can fail (syntax, nesting, huge integers) as an InputError."""
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(
+    text: str, *, path: Path | str, line: int | None, field: str | None = None, constants: bool = True
+) -> Any:
+    """json.loads, with every way it can fail (syntax, nesting, huge integers) as an InputError.
+    `constants=False` also refuses Python's NaN and Infinity, which strict JSON does not have."""
     try:
-        return json.loads(text)
+        return json.loads(text) if constants else json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
         where = f" at column {exc.colno}" if exc.lineno == 1 else f" at line {exc.lineno} column {exc.colno}"
         what = "is not valid JSON" if field else "malformed JSON"
