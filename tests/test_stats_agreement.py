@@ -124,6 +124,14 @@ def test_training_kappa_is_this_kappa(a: list, b: list, value: float) -> None:
         assert training_kappa(a, b) == pytest.approx(cohen_kappa(a, b, n_boot=0).value, abs=TOL)
 
 
+def test_one_kappa_implementation() -> None:
+    """training.fit's kappa is this module's function under its old name, not a second computation."""
+    from mheval.stats.agreement import cohen_kappa_point
+    from mheval.training.fit import cohen_kappa as training_kappa
+
+    assert training_kappa is cohen_kappa_point
+
+
 def test_training_kappa_keeps_its_figures_on_random_labels() -> None:
     from mheval.training.fit import cohen_kappa as training_kappa
 

@@ -168,6 +168,20 @@ def cohen_kappa(
     return est
 
 
+def cohen_kappa_point(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray) -> float:
+    """Unweighted Cohen's kappa of two label sequences as a bare float, for model selection and training
+    figures (training.fit imports it as ``cohen_kappa``).
+
+    Values are compared as text, so 1 and 1.0 from two sources are one label. Where `cohen_kappa` says
+    "undefined" because both sequences hold one and the same label, this returns 1.0: agreement is total,
+    and a loss of 1 - kappa must not be NaN there. No items at all gives NaN. No interval is computed.
+    """
+    est = cohen_kappa(np.asarray(a).astype(str), np.asarray(b).astype(str), n_boot=0)
+    if est.value is None:
+        return 1.0 if est.n else float("nan")
+    return est.value
+
+
 # --------------------------------------------------------------------------- Fleiss' kappa
 
 
@@ -480,6 +494,7 @@ __all__ = [
     "as_matrix",
     "categories",
     "cohen_kappa",
+    "cohen_kappa_point",
     "combine_pairs",
     "encode",
     "fleiss_kappa",

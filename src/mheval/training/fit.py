@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mheval.judges.offline.trained import LinearHead
-from mheval.stats import agreement
+from mheval.stats.agreement import cohen_kappa_point as cohen_kappa  # one kappa; the name stays for importers
 
 _MISSING_CLASS = -30.0  # intercept of a class absent from a training fold: never predicted
 
@@ -248,16 +248,6 @@ def fold_spread(values: Sequence[float]) -> dict[str, float]:
 
 
 # -- figures --------------------------------------------------------------------------------------
-
-
-def cohen_kappa(a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray) -> float:
-    """stats.agreement.cohen_kappa's point estimate (no interval) of two label sequences, compared as
-    text, as model selection and the training figures need it: a float, 1.0 when both sequences hold
-    one and the same label (agreement is total; the statistic itself is undefined there)."""
-    est = agreement.cohen_kappa(np.asarray(a).astype(str), np.asarray(b).astype(str), n_boot=0)
-    if est.value is None:
-        return 1.0 if est.n else float("nan")
-    return est.value
 
 
 def classifier_figures(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> dict[str, Any]:
