@@ -7,8 +7,9 @@ docs/offline-judges.md quotes) and prints the figures. Deterministic: the same d
 versions give the same files. Only weights and numbers are written, never a text from the data.
 
 - crisis-triage: distilled from gpt-4o-mini's published labels of the 2,030 help_harm test inputs,
-  plus mheval's own crisis-core suite; measured against the four human annotators of the help_harm
-  dev half, which it never sees.
+  plus mheval's own crisis-core suite and the corpus's messages; measured against the four human
+  annotators of the help_harm dev half, which it never sees. Its crisis gate (crisis-gate.npz,
+  training/crisis_gate.py) is built first, from the same cases.
 - dialogue-safety: the 403 labelled dev records of Qiu et al.; figures are nested 5-fold CV.
 - appropriateness: the 98 answers of the help_harm dev half that have a human rating and mheval's
   written corpus (training/appropriateness.py); figures against the humans are 5-fold CV grouped by
@@ -29,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from mheval.judges.offline.crisis_gate import gate_path
 from mheval.judges.offline.embed import encoder_version
 from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns
 from mheval.judges.offline.judge import MODEL_PROTOCOLS, model_path
@@ -40,6 +42,7 @@ from mheval.records import Case
 from mheval.suites import load_suite
 from mheval.suites.papers import SAFETY_LABELS, majority_label
 from mheval.training.checks import contrast_figures
+from mheval.training.crisis_gate import build_gate, corpus_writer
 from mheval.training.fit import classifier_figures, cohen_kappa, fit_head, scorer_figures
 from mheval.training.grouped import (
     TriageTable,
@@ -62,6 +65,14 @@ RATERS = ("H1", "H2", "H3", "H4")
 # figures are a little optimistic.
 TRIAGE_BLOCKS = ["e5:user", "emb:user", "ngram:user", "lex:triage"]
 TRIAGE_FAST_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]  # `offline:fast`: no e5
+GATE_BLOCKS = ["e5:user", "emb:user", "lex:triage"]  # the crisis gate (training/crisis_gate.py): no n-grams
+GATE_FAST_BLOCKS = ["emb:user", "lex:triage"]
+# Corpus writers whose messages teach the crisis gate but not the triage classifier: w28 and w29 wrote
+# ordinary messages full of alarming words (medical questions, idioms, games, worried friends) beside
+# buried risk. A classifier fitted with them alarmed fewer ordinary messages but recognised only 70 of
+# the 84 explicit statements of the contrast sets' tune split (the guard is 85%); the gate, which can
+# only clear a crisis label, learns from them without that cost.
+GATE_ONLY_WRITERS = ("w28", "w29")
 TRIAGE_GRID = (1.0,)
 TRIAGE_DISTILLED_WEIGHTS = (0.2, 0.5)  # a distilled row counts this much; a human-labelled case counts 1
 TRIAGE_NGRAM_WEIGHTS = (3.0, 10.0)
@@ -110,16 +121,24 @@ def _against_humans(pred: Sequence[str], cases: Sequence[Case]) -> dict[str, Any
     return {"mean_kappa": mean, "kappa": kappas, "recall_vs_majority": recall}
 
 
-def corpus_message_cases(wanted: Sequence[str]) -> list[Case]:
-    """The corpus's user messages (corpus/messages) of the splits `wanted`, as labelled cases."""
+def corpus_message_cases(wanted: Sequence[str], skip_writers: Sequence[str] = ()) -> list[Case]:
+    """The corpus's user messages (corpus/messages) of the splits `wanted`, as labelled cases, without
+    those of `skip_writers` (`w28`)."""
     from mheval.training.corpus import load_messages, message_case, splits
 
     split_of = splits()
-    return [message_case(m) for m in load_messages() if split_of.get(m.batch) in wanted]
+    return [
+        message_case(m)
+        for m in load_messages()
+        if split_of.get(m.batch) in wanted and m.batch.split("-")[0] not in skip_writers
+    ]
 
 
-def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
-    """The triage training cases (human dev half, distilled test inputs, crisis-core) and their table."""
+def _triage_table(
+    data: Path, skip_writers: Sequence[str] = ()
+) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
+    """The triage training cases (human dev half, distilled test inputs, crisis-core, the corpus's
+    messages but those of `skip_writers`) and their table."""
     hh = data / "help_harm"
     inputs = hh / "test_inputs.jsonl"
     labels_path = hh / "llm_crisis_labels" / LLM_LABELS
@@ -128,7 +147,7 @@ def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list
     distilled = [c for c in load_suite(f"help-harm:{inputs}").cases if llm.get(c.id) in CRISIS_LABELS]
     # Authored labels: mheval's crisis-core suite and the corpus's messages of the train and tune
     # splits (the holdout split is only measured: training/checks.py).
-    core = load_suite("crisis-core").cases + corpus_message_cases(("train", "tune"))
+    core = load_suite("crisis-core").cases + corpus_message_cases(("train", "tune"), skip_writers)
     table = TriageTable.build(
         [(str(c.metadata.get("dataset_id")), [c.metadata["human_labels"][r] for r in RATERS]) for c in dev],
         [(str(c.metadata.get("dataset_id")), str(llm[c.id])) for c in distilled],
@@ -143,7 +162,8 @@ def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list
 def _triage_model(
     blocks: list[str], cases: list[Case], table: TriageTable, files: list[Path], folds: int, seed: int, fast: bool
 ) -> tuple[TrainedJudge, dict[str, Any]]:
-    """Nested grouped CV of one feature set, then the same choices made on every dataset and one fit."""
+    """Nested grouped CV of one feature set, then the same choices made on every dataset and one fit.
+    `table` carries the crisis gate's out-of-fold probabilities: the CV decides with them as the judge does."""
     x = featurize(blocks, [Item(c) for c in cases])
     ngram = ngram_columns(blocks)
     options: dict[str, Any] = {
@@ -186,7 +206,8 @@ def _triage_model(
     judge = TrainedJudge(head, meta, name="offline:fast" if fast else "offline")
     human = table.human_cases()
     proba = head.proba(x[human])
-    in_sample = [CRISIS_LABELS[int(i)] for i in decide(proba, final.threshold, table.screens_of(human))]
+    chosen = decide(proba, final.threshold, table.screens_of(human), table.gates_of(human))
+    in_sample = [CRISIS_LABELS[int(i)] for i in chosen]
     raters = [table.raters[c] for c in human]
     figures = {
         "features": blocks,
@@ -208,12 +229,20 @@ def _triage_model(
 
 
 def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
-    dev, cases, table, files = _triage_table(data)
+    dev, cases, table, files = _triage_table(data, skip_writers=GATE_ONLY_WRITERS)
+    _, gate_cases, gate_table, _ = _triage_table(data)
+    in_classifier = [i for i, c in enumerate(gate_cases) if corpus_writer(c) not in GATE_ONLY_WRITERS]
     figures: dict[str, Any] = {}
     for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):
+        gate_blocks = GATE_FAST_BLOCKS if fast else GATE_BLOCKS
+        gate, own_crisis, gate_figures = build_gate(
+            featurize(gate_blocks, [Item(c) for c in gate_cases]), gate_cases, gate_table, gate_blocks
+        )
+        table.own_crisis, table.veto = own_crisis[in_classifier], gate.veto
+        gate.save(gate_path(out, fast))
         judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast)
         judge.save(model_path(out, CRISIS_TRIAGE, fast))
-        figures["fast" if fast else "default"] = fig
+        figures["fast" if fast else "default"] = {**fig, "crisis_gate": gate_figures}
     hh = data / "help_harm"
     raters = [[c.metadata["human_labels"][r] for r in RATERS] for c in dev]
     dev_llm = {r["id"]: r["label"] for r in json.loads((hh / "llm_crisis_labels" / LLM_DEV_LABELS).read_text("utf-8"))}

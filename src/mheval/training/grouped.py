@@ -56,9 +56,17 @@ class TriageTable:
     raters: dict[int, list[str]] = field(default_factory=dict)  # human case -> its raters' labels
     # case -> the explicit-risk screen of its user turns (risk.screen), when the decision uses it
     screens: list[RiskScreen] | None = None
+    # case -> the crisis gate's out-of-fold probability, and the gate's veto (training/crisis_gate.py)
+    own_crisis: np.ndarray | None = None
+    veto: float | None = None
 
     def screens_of(self, cases: Sequence[int]) -> list[RiskScreen] | None:
         return None if self.screens is None else [self.screens[c] for c in cases]
+
+    def gates_of(self, cases: Sequence[int]) -> list[tuple[float, float]] | None:
+        if self.own_crisis is None or self.veto is None:
+            return None
+        return [(float(self.own_crisis[c]), self.veto) for c in cases]
 
     @classmethod
     def build(
@@ -108,14 +116,24 @@ class TriageTable:
         return str(self.group[np.flatnonzero(self.case_index == case)[0]])
 
 
-def decide(proba: np.ndarray, threshold: float, screens: Sequence[RiskScreen] | None = None) -> np.ndarray:
+def decide(
+    proba: np.ndarray,
+    threshold: float,
+    screens: Sequence[RiskScreen] | None = None,
+    gates: Sequence[tuple[float, float]] | None = None,
+) -> np.ndarray:
     """Label indices as the judge gives them: with the cases' risk screens, `risk.decide_triage`
-    (explicit-risk floor, framing, threshold gated by a severe cue); without, argmax except that
-    p(SI) + p(SH) >= threshold gives the likelier of the two (trained.decide_severe)."""
+    (explicit-risk floor, the crisis gate's veto when `gates` are given, framing, threshold gated by a
+    severe cue); without, argmax except that p(SI) + p(SH) >= threshold gives the likelier of the two
+    (trained.decide_severe)."""
     if screens is None:
         return decide_severe(proba, list(CRISIS_LABELS), threshold)
     labels = list(CRISIS_LABELS)
-    return np.array([decide_triage(p, labels, threshold, s) for p, s in zip(proba, screens, strict=True)], dtype=int)
+    gate_list = list(gates) if gates is not None else [None] * len(screens)
+    return np.array(
+        [decide_triage(p, labels, threshold, s, gate=g) for p, s, g in zip(proba, screens, gate_list, strict=True)],
+        dtype=int,
+    )
 
 
 def human_figures(pred: Sequence[str], raters: Sequence[Sequence[str]]) -> dict[str, Any]:
@@ -209,14 +227,15 @@ def oof_proba(
 
 def pick_threshold(
     proba: np.ndarray, raters: Sequence[Sequence[str]], thresholds: Sequence[float], min_recall: float,
-    screens: Sequence[RiskScreen] | None = None,
+    screens: Sequence[RiskScreen] | None = None, gates: Sequence[tuple[float, float]] | None = None,
 ) -> float:  # fmt: skip
     """The largest threshold whose recall of both severe labels reaches `min_recall`; when none does, the
     largest of those with the most recall short of it (each label's recall counted up to `min_recall`,
     so a label that no threshold helps does not hide the other one's gains; lowering the threshold
     further would cost agreement and buy nothing)."""
     reached = {
-        t: sum(min(min_recall, r) for r in _severe_recalls(decide(proba, t, screens), raters)) for t in thresholds
+        t: sum(min(min_recall, r) for r in _severe_recalls(decide(proba, t, screens, gates), raters))
+        for t in thresholds
     }
     return max(thresholds, key=lambda t: (round(reached[t], 9), t))
 
@@ -245,9 +264,9 @@ def choose(
     assert best is not None
     _, choice, proba, cases = best
     raters = [table.raters[c] for c in cases]
-    screens = table.screens_of(cases)
-    choice.threshold = pick_threshold(proba, raters, thresholds, min_recall, screens)
-    curve = {t: _severe_recalls(decide(proba, t, screens), raters) for t in thresholds}
+    screens, gates = table.screens_of(cases), table.gates_of(cases)
+    choice.threshold = pick_threshold(proba, raters, thresholds, min_recall, screens, gates)
+    curve = {t: _severe_recalls(decide(proba, t, screens, gates), raters) for t in thresholds}
     choice.inner = {
         "kappa_by_setting": scores,
         "inner_recall_by_threshold": {f"{t:g}": [round(r, 3) for r in v] for t, v in curve.items()},
@@ -278,7 +297,7 @@ def nested_cv(
         head = _fit(x, table, rows, choice.strength, choice.distilled_weight, ngram, choice.ngram_weight)
         test = table.human_cases(held)
         proba = head.proba(x[test])
-        pred = decide(proba, choice.threshold, table.screens_of(test))
+        pred = decide(proba, choice.threshold, table.screens_of(test), table.gates_of(test))
         per_fold.append(
             {"groups": held, **human_figures([CRISIS_LABELS[p] for p in pred], [table.raters[c] for c in test])}
         )
@@ -292,7 +311,8 @@ def nested_cv(
     proba_all = np.vstack(pooled_proba)
     curve = []
     for t in thresholds:
-        fig = human_figures([CRISIS_LABELS[p] for p in decide(proba_all, t, table.screens_of(pooled_cases))], raters)
+        chosen = decide(proba_all, t, table.screens_of(pooled_cases), table.gates_of(pooled_cases))
+        fig = human_figures([CRISIS_LABELS[p] for p in chosen], raters)
         curve.append({"threshold": t, "mean_kappa": fig["mean_kappa"],
                       **{f"recall_{lab}": fig["recall_2_of_4"][lab]["recall"] for lab in HIGH_RISK}})  # fmt: skip
     return {

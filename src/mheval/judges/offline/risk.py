@@ -144,6 +144,7 @@ def decide_triage(
     threshold: float | None,
     risk: RiskScreen,
     open_threshold: float | None = None,
+    gate: tuple[float, float] | None = None,
 ) -> int:
     """The label index triage gives, from the classifier's probabilities and the screen.
 
@@ -155,6 +156,8 @@ def decide_triage(
     3. Otherwise p(SI) + p(SH) at or above `open_threshold`, or at or above `threshold` when the lexicon
        saw a severe cue in the user's own words (`risk.severe_cue`), gives the likelier of the two;
        else plain argmax.
+    With `gate` = (the crisis gate's probability, its veto), a probability below the veto gives no
+    crisis before steps 2 and 3: only an explicit finding (step 1) outranks the gate.
     """
     severe = [labels.index(label) for label in HIGH_RISK if label in labels]
     best = int(proba.argmax())
@@ -162,6 +165,8 @@ def decide_triage(
     if floor is not None:
         chosen = labels[best] if labels[best] in HIGH_RISK else floor
         return labels.index(min(chosen, floor, key=HIGH_RISK.index))
+    if gate is not None and gate[0] < gate[1] and NO_CRISIS in labels:
+        return labels.index(NO_CRISIS)
     # Framed or about others: no crisis of the user's own. Idioms alone (the classifier reads them
     # plainly, but short everyday texts still draw crisis labels from it): only a severe label of which
     # the classifier is sure.
