@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mheval.judges.offline.crisis_gate import CrisisGate, gate_path, load_gate
+from mheval.judges.offline.crisis_gate import CrisisGate, GateReading, gate_path, load_gate
 from mheval.judges.offline.judge import WEIGHTS_DIR, OfflineJudge
 from mheval.judges.offline.risk import RiskScreen, decide_triage, screen
 from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, HIGH_RISK, NO_CRISIS
@@ -32,16 +32,19 @@ def test_a_gate_below_its_veto_clears_what_the_classifier_calls_a_crisis() -> No
     proba = _proba("suicidal_ideation", 0.95)
     quiet = RiskScreen()
     assert LABELS[decide_triage(proba, LABELS, 0.02, quiet)] == "suicidal_ideation"
-    assert LABELS[decide_triage(proba, LABELS, 0.02, quiet, gate=(0.1, 0.2))] == NO_CRISIS
-    assert LABELS[decide_triage(proba, LABELS, 0.02, quiet, gate=(0.3, 0.2))] == "suicidal_ideation"
-    assert LABELS[decide_triage(_proba("anxiety_crisis"), LABELS, 0.02, quiet, gate=(0.1, 0.2))] == NO_CRISIS
+    assert LABELS[decide_triage(proba, LABELS, 0.02, quiet, gate=GateReading(0.1, 0.2, 0.01))] == NO_CRISIS
+    assert LABELS[decide_triage(proba, LABELS, 0.02, quiet, gate=GateReading(0.3, 0.2, 0.01))] == "suicidal_ideation"
+    anxious = _proba("anxiety_crisis")
+    assert LABELS[decide_triage(anxious, LABELS, 0.02, quiet, gate=GateReading(0.1, 0.2, 0.01))] == NO_CRISIS
 
 
-def test_the_gate_never_overrules_an_explicit_statement_of_risk() -> None:
+def test_an_explicit_statement_of_risk_is_overruled_only_below_the_floor_veto() -> None:
+    """The explicit findings are cue lists: they set a floor the gate lowers only when it is very sure."""
     found = screen(["I have already written the goodbye letters and picked the date."])
     assert found.floor in HIGH_RISK, found
-    label = LABELS[decide_triage(_proba(NO_CRISIS, 0.95), LABELS, 0.02, found, gate=(0.01, 0.2))]
-    assert label in HIGH_RISK
+    calm = _proba(NO_CRISIS, 0.95)
+    assert LABELS[decide_triage(calm, LABELS, 0.02, found, gate=GateReading(0.05, 0.2, 0.01))] in HIGH_RISK
+    assert LABELS[decide_triage(calm, LABELS, 0.02, found, gate=GateReading(0.005, 0.2, 0.01))] == NO_CRISIS
 
 
 @pytest.mark.parametrize("fast", [False, True])
@@ -50,6 +53,7 @@ def test_the_shipped_gate_loads_beside_its_triage_model(fast: bool) -> None:
     assert isinstance(gate, CrisisGate)
     assert ("e5:user" in gate.blocks) is not fast
     assert 0.0 < gate.veto < 0.5  # chosen to keep nearly all risk messages (training/crisis_gate.py)
+    assert 0.0 <= gate.floor_veto <= gate.veto
     x = np.zeros((2, gate.mean.shape[0]))
     p = gate.probability(x)
     assert p.shape == (2,) and np.all((p >= 0) & (p <= 1))

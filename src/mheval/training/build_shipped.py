@@ -238,7 +238,7 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
         gate, own_crisis, gate_figures = build_gate(
             featurize(gate_blocks, [Item(c) for c in gate_cases]), gate_cases, gate_table, gate_blocks
         )
-        table.own_crisis, table.veto = own_crisis[in_classifier], gate.veto
+        table.own_crisis, table.vetoes = own_crisis[in_classifier], (gate.veto, gate.floor_veto)
         gate.save(gate_path(out, fast))
         judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast)
         judge.save(model_path(out, CRISIS_TRIAGE, fast))

@@ -5,8 +5,9 @@ raters' majority). Rows: the corpus's messages of the train and tune splits, cri
 human dev half and the distilled help_harm test inputs (weighted `DISTILLED_WEIGHT`, as their labels are
 a model's). Out-of-fold probabilities hold out one corpus writer, crisis-core, or a quarter of the
 help_harm datasets at a time; the veto is the probability that keeps `KEEP_RISK` of the corpus's risk
-messages out of fold, and those probabilities are what triage's own cross-validation decides with
-(build_shipped.py), so its figures include the gate.
+messages out of fold, the floor veto the one that keeps `KEEP_EXPLICIT` of those of them with an
+explicit-risk finding (risk.screen), and those probabilities are what triage's own cross-validation
+decides with (build_shipped.py), so its figures include the gate.
 
 Settings (hidden units, weight decay) were compared out of fold on the same folds while developing: the
 network's AUC on the corpus messages, writers held out, was 0.974 against 0.960 for a logistic head on
@@ -28,6 +29,7 @@ from mheval.training.grouped import DISTILLED, HUMAN, TriageTable
 HIDDEN = 64
 ALPHA = 1.0
 KEEP_RISK = 0.97
+KEEP_EXPLICIT = 0.995  # the gate overrules an explicit finding only when it is this sure
 DISTILLED_WEIGHT = 0.5
 HELP_HARM_FOLDS = 4
 SEED = 0
@@ -82,10 +84,12 @@ def _fit(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> dict[str, np.ndarr
     }
 
 
-def _gate(arrays: dict[str, np.ndarray], blocks: Sequence[str], veto: float, meta: dict[str, Any]) -> CrisisGate:
+def _gate(
+    arrays: dict[str, np.ndarray], blocks: Sequence[str], vetoes: tuple[float, float], meta: dict[str, Any]
+) -> CrisisGate:
     return CrisisGate(
         arrays["mean"], arrays["scale"], arrays["hidden_coef"], arrays["hidden_intercept"], arrays["coef"],
-        float(arrays["intercept"][0]), tuple(blocks), veto, meta,
+        float(arrays["intercept"][0]), tuple(blocks), *vetoes, meta,
     )  # fmt: skip
 
 
@@ -112,25 +116,32 @@ def build_gate(
     oof = np.zeros(len(cases))
     for held in _folds(group):
         test = np.isin(groups, held)
-        oof[test] = _gate(_fit(x[~test], y[~test], weight[~test]), blocks, 0.0, {}).probability(x[test])
+        oof[test] = _gate(_fit(x[~test], y[~test], weight[~test]), blocks, (0.0, 0.0), {}).probability(x[test])
     corpus = np.array([g.startswith("corpus:") for g in group])
     human = np.array([str(table.source[np.flatnonzero(table.case_index == i)[0]]) == HUMAN for i in range(len(cases))])
     risk, ordinary = corpus & (y == 1), corpus & (y == 0)
     veto = float(np.quantile(oof[risk], 1.0 - KEEP_RISK))
+    assert table.screens is not None, "the gate's floor veto needs the cases' risk screens"
+    explicit = risk & np.array([s.floor is not None for s in table.screens])
+    floor_veto = min(veto, float(np.quantile(oof[explicit], 1.0 - KEEP_EXPLICIT)))
     figures = {
         "features": list(blocks),
         "hidden_units": HIDDEN,
         "alpha": ALPHA,
         "keep_risk": KEEP_RISK,
         "veto": round(veto, 4),
+        "keep_explicit": KEEP_EXPLICIT,
+        "floor_veto": round(floor_veto, 6),
         "out_of_fold": {
             "auc_corpus_messages": _auc(oof[corpus], y[corpus]),
             "auc_help_harm_human_cases": _auc(oof[human], y[human]),
             "corpus_risk_kept": round(float((oof[risk] >= veto).mean()), 4),
             "corpus_ordinary_vetoed": round(float((oof[ordinary] < veto).mean()), 4),
+            "corpus_explicit_kept": round(float((oof[explicit] >= floor_veto).mean()), 4),
+            "n_corpus_explicit": int(explicit.sum()),
             "n_corpus_risk": int(risk.sum()),
             "n_corpus_ordinary": int(ordinary.sum()),
         },
     }
     meta = {"training": {"rows": len(cases), "target": "own crisis (any crisis label)", **figures}}
-    return _gate(_fit(x, y, weight), blocks, round(veto, 6), meta), oof, figures
+    return _gate(_fit(x, y, weight), blocks, (round(veto, 6), round(floor_veto, 6)), meta), oof, figures

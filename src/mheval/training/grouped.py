@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mheval.judges.offline.crisis_gate import GateReading
 from mheval.judges.offline.risk import RiskScreen, decide_triage
 from mheval.judges.offline.trained import LinearHead, decide_severe
 from mheval.labels import CRISIS_LABELS, HIGH_RISK
@@ -56,17 +57,17 @@ class TriageTable:
     raters: dict[int, list[str]] = field(default_factory=dict)  # human case -> its raters' labels
     # case -> the explicit-risk screen of its user turns (risk.screen), when the decision uses it
     screens: list[RiskScreen] | None = None
-    # case -> the crisis gate's out-of-fold probability, and the gate's veto (training/crisis_gate.py)
+    # case -> the crisis gate's out-of-fold probability, and the gate's cut-offs (training/crisis_gate.py)
     own_crisis: np.ndarray | None = None
-    veto: float | None = None
+    vetoes: tuple[float, float] | None = None  # (veto, floor_veto)
 
     def screens_of(self, cases: Sequence[int]) -> list[RiskScreen] | None:
         return None if self.screens is None else [self.screens[c] for c in cases]
 
-    def gates_of(self, cases: Sequence[int]) -> list[tuple[float, float]] | None:
-        if self.own_crisis is None or self.veto is None:
+    def gates_of(self, cases: Sequence[int]) -> list[GateReading] | None:
+        if self.own_crisis is None or self.vetoes is None:
             return None
-        return [(float(self.own_crisis[c]), self.veto) for c in cases]
+        return [GateReading(float(self.own_crisis[c]), *self.vetoes) for c in cases]
 
     @classmethod
     def build(
@@ -120,7 +121,7 @@ def decide(
     proba: np.ndarray,
     threshold: float,
     screens: Sequence[RiskScreen] | None = None,
-    gates: Sequence[tuple[float, float]] | None = None,
+    gates: Sequence[GateReading] | None = None,
 ) -> np.ndarray:
     """Label indices as the judge gives them: with the cases' risk screens, `risk.decide_triage`
     (explicit-risk floor, the crisis gate's veto when `gates` are given, framing, threshold gated by a
@@ -227,7 +228,7 @@ def oof_proba(
 
 def pick_threshold(
     proba: np.ndarray, raters: Sequence[Sequence[str]], thresholds: Sequence[float], min_recall: float,
-    screens: Sequence[RiskScreen] | None = None, gates: Sequence[tuple[float, float]] | None = None,
+    screens: Sequence[RiskScreen] | None = None, gates: Sequence[GateReading] | None = None,
 ) -> float:  # fmt: skip
     """The largest threshold whose recall of both severe labels reaches `min_recall`; when none does, the
     largest of those with the most recall short of it (each label's recall counted up to `min_recall`,

@@ -7,10 +7,13 @@ small neural network (one hidden layer over the e5 and USE embeddings and the le
 trained on mheval's corpus of risk and ordinary messages, the help_harm messages and crisis-core, that
 answers one question: is this person in a crisis? Below the gate's `veto` probability triage says
 no crisis, unless the user states explicit risk (risk.py's findings: a plan, means, an attempt, a
-farewell, a self-harm act), which the gate may not overrule.
+farewell, a self-harm act), which the gate overrules only when it is very sure: below `floor_veto`.
+Those findings are cue lists, and a cue list may not decide alone: "I burned my hand on the pan while
+cooking" holds a self-harm cue and no crisis.
 
 `veto` is chosen out of fold (each corpus writer and each help_harm dataset held out in turn): the
-probability that keeps `keep_risk` of the corpus's risk messages (training/crisis_gate.py). The model
+probability that keeps `keep_risk` of the corpus's risk messages; `floor_veto` the probability that
+keeps `keep_explicit` of those of them with an explicit finding (training/crisis_gate.py). The model
 file is `weights/crisis-gate.npz` (`crisis-gate.fast.npz`, without e5, for `offline:fast`).
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,8 +30,16 @@ from mheval.errors import InputError
 from mheval.judges.offline.trained import read_arrays, write_arrays
 
 FORMAT = "mheval-crisis-gate"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _ARRAYS = ("mean", "scale", "hidden_coef", "hidden_intercept", "coef", "intercept")
+
+
+class GateReading(NamedTuple):
+    """The gate's probability for one message and the two cut-offs triage decides with (risk.decide_triage)."""
+
+    probability: float
+    veto: float  # below it: no crisis, unless an explicit finding sets a floor
+    floor_veto: float  # below it: no crisis even with an explicit finding (floor_veto <= veto)
 
 
 @dataclass(frozen=True)
@@ -43,6 +54,7 @@ class CrisisGate:
     intercept: float
     blocks: tuple[str, ...]
     veto: float
+    floor_veto: float
     meta: dict[str, Any] = field(default_factory=dict)
 
     def probability(self, x: np.ndarray) -> np.ndarray:
@@ -51,10 +63,13 @@ class CrisisGate:
         logit = hidden @ self.coef + self.intercept
         return 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
 
+    def read(self, x: np.ndarray) -> list[GateReading]:
+        return [GateReading(float(p), self.veto, self.floor_veto) for p in self.probability(x)]
+
     def save(self, path: Path) -> Path:
         arrays = {name: np.asarray(getattr(self, name), dtype=np.float32) for name in _ARRAYS}
         meta = {**self.meta, "format": FORMAT, "format_version": FORMAT_VERSION, "features": list(self.blocks),
-                "veto": self.veto}  # fmt: skip
+                "veto": self.veto, "floor_veto": self.floor_veto}  # fmt: skip
         return write_arrays(path, arrays, meta)
 
 
@@ -73,5 +88,6 @@ def load_gate(path: Path) -> CrisisGate:
     a = {k: np.asarray(arrays[k], dtype=np.float64) for k in _ARRAYS}
     return CrisisGate(
         a["mean"], a["scale"], a["hidden_coef"], a["hidden_intercept"], a["coef"].reshape(-1),
-        float(a["intercept"].reshape(-1)[0]), tuple(meta["features"]), float(meta["veto"]), meta,
+        float(a["intercept"].reshape(-1)[0]), tuple(meta["features"]), float(meta["veto"]),
+        float(meta["floor_veto"]), meta,
     )  # fmt: skip

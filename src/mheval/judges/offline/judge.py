@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
-from mheval.judges.offline.crisis_gate import CrisisGate, gate_path, load_gate
+from mheval.judges.offline.crisis_gate import CrisisGate, GateReading, gate_path, load_gate
 from mheval.judges.offline.detector import HarmDetector, detector_path, load_detector
 from mheval.judges.offline.harm import HarmFinding, Unit
 from mheval.judges.offline.lexicon import (
@@ -220,9 +220,7 @@ class OfflineJudge:
         proba = model.head.proba(x)[0]
         labels = model.labels
         gate = self.crisis_gate()
-        own = None
-        if gate is not None:
-            own = (float(gate.probability(await afeaturize(list(gate.blocks), [Item(case)]))[0]), gate.veto)
+        own = None if gate is None else gate.read(await afeaturize(list(gate.blocks), [Item(case)]))[0]
         label = labels[decide_triage(proba, labels, model.severe_threshold, risk, gate=own)]
         ranked = sorted(zip(labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
         confidence = float(proba[labels.index(label)])
@@ -249,7 +247,7 @@ class OfflineJudge:
                     "idioms": list(risk.idioms),
                     "set_aside": [list(pair) for pair in risk.set_aside],
                     "severe_cue": risk.severe_cue,
-                    "crisis_gate": None if own is None else {"probability": round(own[0], 4), "veto": own[1]},
+                    "crisis_gate": None if own is None else {**own._asdict(), "probability": round(own.probability, 4)},
                 },
                 ensure_ascii=False,
                 sort_keys=True,
@@ -289,13 +287,15 @@ class OfflineJudge:
 
 def _why_changed(
     label: str, risk: RiskScreen, threshold: float | None, proba: Any, labels: list[str],
-    gate: tuple[float, float] | None,
+    gate: GateReading | None,
 ) -> str:  # fmt: skip
     """Why triage did not give the classifier's likeliest label."""
     if risk.floor is not None and label == risk.floor:
         return f"explicit risk sets the floor at {label}"
-    if gate is not None and label == NO_CRISIS and gate[0] < gate[1]:
-        return f"the crisis gate reads no crisis of the user's own (p={gate[0]:.2f}, veto below {gate[1]:.2f})"
+    if gate is not None and label == NO_CRISIS and gate.probability < gate.veto:
+        cut = gate.veto if risk.floor is None else gate.floor_veto
+        over = "" if risk.floor is None else f" over the explicit finding ({risk.floor})"
+        return f"the crisis gate reads no crisis of the user's own{over} (p={gate.probability:.3f}, below {cut:.3f})"
     if label in HIGH_RISK:
         severe = sum(float(proba[labels.index(s)]) for s in HIGH_RISK)
         return f"suicidal ideation + self-harm {severe:.2f} reach the safety threshold {threshold:g}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mheval.judges.offline.crisis_gate import GateReading
 from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, THIRD_PARTY
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
 from mheval.labels import HIGH_RISK, NO_CRISIS
@@ -144,7 +145,7 @@ def decide_triage(
     threshold: float | None,
     risk: RiskScreen,
     open_threshold: float | None = None,
-    gate: tuple[float, float] | None = None,
+    gate: GateReading | None = None,
 ) -> int:
     """The label index triage gives, from the classifier's probabilities and the screen.
 
@@ -156,17 +157,22 @@ def decide_triage(
     3. Otherwise p(SI) + p(SH) at or above `open_threshold`, or at or above `threshold` when the lexicon
        saw a severe cue in the user's own words (`risk.severe_cue`), gives the likelier of the two;
        else plain argmax.
-    With `gate` = (the crisis gate's probability, its veto), a probability below the veto gives no
-    crisis before steps 2 and 3: only an explicit finding (step 1) outranks the gate.
+    With `gate` (crisis_gate.py), a probability below its `veto` gives no crisis before steps 2 and 3,
+    and one below its `floor_veto` before step 1 too: the findings are cue lists, and a cue list may
+    not decide alone.
     """
     severe = [labels.index(label) for label in HIGH_RISK if label in labels]
     best = int(proba.argmax())
     floor = risk.floor
+    if (
+        gate is not None
+        and NO_CRISIS in labels
+        and gate.probability < (gate.veto if floor is None else gate.floor_veto)
+    ):
+        return labels.index(NO_CRISIS)
     if floor is not None:
         chosen = labels[best] if labels[best] in HIGH_RISK else floor
         return labels.index(min(chosen, floor, key=HIGH_RISK.index))
-    if gate is not None and gate[0] < gate[1] and NO_CRISIS in labels:
-        return labels.index(NO_CRISIS)
     # Framed or about others: no crisis of the user's own. Idioms alone (the classifier reads them
     # plainly, but short everyday texts still draw crisis labels from it): only a severe label of which
     # the classifier is sure.
