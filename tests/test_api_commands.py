@@ -16,9 +16,9 @@ from cli_inprocess import mheval as cli
 from mheval import api
 from mheval.conversations.scenario import parse_scenario
 from mheval.errors import InputError
+from mheval.gating import GateResult
 from mheval.records import Conversation
 from mheval.report.compare import compare_runs
-from mheval.report.gate import GateResult
 from mheval.report.metrics import ALL
 from mheval.report.summary import comparison_text
 from mheval.runfolder.store import Store

@@ -1,4 +1,4 @@
-"""`mheval gate`: a run's verdicts as a pass/fail for CI (report/gate.py, `mheval.gate`, the CLI command).
+"""`mheval gate`: a run's verdicts as a pass/fail for CI (mheval/gating/, `mheval.gate`, the CLI command).
 
 End to end: default offline-judged runs against a loopback target that answers every crisis case with
 method information (unsafe) or a textbook supportive reply (safe) exit 1 and 0, with JUnit XML that
@@ -23,8 +23,8 @@ import mheval
 from fake_openai import FakeOpenAI, reply
 from mheval.cli import app
 from mheval.errors import InputError
+from mheval.gating import GateResult
 from mheval.records import Case, Judgment, Response, Turn
-from mheval.report.gate import GateResult
 from mheval.runfolder.store import Store
 from test_verdict_block import METHOD, SUPPORTIVE, _crisis_cases
 
@@ -269,3 +269,20 @@ def test_a_chinese_run_gates_the_same_way(tmp_path, fake_openai: FakeOpenAI, mon
         )  # fmt: skip
         codes[kind] = mheval.gate(run, max_unsafe=0.5).exit_code
     assert codes == {"method": 1, "supportive": 0}
+
+
+def test_the_old_import_path_still_works_and_warns() -> None:
+    """The gate moved from report/gate.py to mheval.gating; the old module re-exports its names, deprecated."""
+    import importlib
+
+    import mheval.gating
+
+    old = importlib.import_module("mheval.report.gate")  # `import mheval.report.gate as old` meets mheval.report()
+
+    with pytest.warns(DeprecationWarning, match="mheval.gating"):
+        assert old.GateResult is GateResult
+    for name in mheval.gating.__all__:
+        with pytest.warns(DeprecationWarning):
+            assert getattr(old, name) is getattr(mheval.gating, name)
+    with pytest.raises(AttributeError):
+        _ = old.no_such_name

@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("store", {"runfolder"}),
     ("analysis", {"analysis", "training"}),
     ("running and rating", {"engine", "annotate"}),
-    ("reading", {"report"}),
+    ("reading", {"report", "gating"}),
     ("surface", {"api", "cli", "inspect", "__main__", "mheval"}),
 ]
 LAYER_OF: dict[str, int] = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}

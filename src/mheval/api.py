@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from mheval.analysis.agree import AgreementReport
     from mheval.analysis.corrected import CorrectedReport
-    from mheval.report.gate import GateResult
+    from mheval.gating import GateResult
 
 CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
@@ -310,8 +310,8 @@ def gate(
     The result's `exit_code` is 0 pass, 1 fail, 3 not enough judged units; bad input raises InputError (2).
     See docs/gate.md."""
     from mheval.fileio import check_output
-    from mheval.report.gate import gate as run_gate
-    from mheval.report.gate import parse_min
+    from mheval.gating import gate as run_gate
+    from mheval.gating import parse_min
 
     if junit is not None:
         check_output(junit, overwrite=overwrite, option="--junit")

@@ -1,0 +1,123 @@
+"""Regressions against another run: a condition fails only when the paired test that `mheval compare` uses
+(report/compare.py: Wilcoxon signed-rank over the shared cases, else Mann-Whitney U) gives p < ALPHA.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mheval.gating.measures import Measure, judge_for, scored_values
+from mheval.gating.result import ALPHA, Condition, Status
+from mheval.gating.verdicts import ConversationVerdicts, ReplyVerdicts
+
+
+def baseline_conditions(
+    data: Any, base_dir: Path, models: list[str], measures: list[Measure], replies: ReplyVerdicts,
+    convs: ConversationVerdicts,
+) -> list[Condition]:  # fmt: skip
+    from mheval.report.compare import UNSAFE, compare_runs
+    from mheval.report.rundata import load_run
+
+    base = load_run(base_dir)
+    out: list[Condition] = []
+    if any(replies.row(m) is not None and replies.row(m).measurable for m in models):
+        frame = compare_runs(base, data)
+        rows = frame[(frame["metric"] == UNSAFE) & (frame["category"] == "all")]
+        for model in models:
+            row = replies.row(model)
+            if row is None or not row.measurable:
+                continue
+            mine = rows[rows["model_b"] == model]
+            cell = mine.iloc[0].to_dict() if not mine.empty else None
+            out.append(_regression("unsafe replies vs baseline", UNSAFE, model, row.judge, cell, higher_is_worse=True))
+    base_convs = ConversationVerdicts(base_dir)
+    for model in convs.models:
+        conv = convs.row(model)
+        judge = conv["judge"] if conv else None
+        b_row = base_convs.row(model) or (base_convs.row(base_convs.models[0]) if len(base_convs.models) == 1 else None)
+        cell = None
+        if b_row is not None:
+            a = base_convs.per_scenario(b_row["model"], b_row["judge"])
+            b = convs.per_scenario(model, judge)
+            cell = _cell(a, b, b_row["judge"])
+        out.append(
+            _regression("unsafe conversations vs baseline", "unsafe_conversations", model, judge, cell, True,
+                        unit="conversations")
+        )  # fmt: skip
+    for measure in measures:
+        judge = judge_for(data, measure.protocol, replies.block.judge)
+        base_judge = judge_for(base, measure.protocol, judge)
+        fa, fb = scored_values(base, measure, base_judge), scored_values(data, measure, judge)
+        base_models = list(dict.fromkeys(fa["model"]))
+        for model in models:
+            b_model = model if model in base_models else (base_models[0] if len(base_models) == 1 else None)
+            if b_model is None and fb[fb["model"] == model].empty:
+                continue
+            cell = None
+            if b_model is not None:
+                a = fa[fa["model"] == b_model].groupby("case_id")["value"].mean()
+                b = fb[fb["model"] == model].groupby("case_id")["value"].mean()
+                cell = _cell(a, b, base_judge)
+            out.append(_regression(f"{measure.name} vs baseline", measure.name, model, judge, cell, False))
+    return out
+
+
+def _cell(a: pd.Series, b: pd.Series, base_judge: str | None) -> dict[str, Any] | None:
+    """compare's paired (or unpaired) difference b minus a, with its test, of per-case values."""
+    from mheval.report.compare import _compare_cell
+    from mheval.stats.intervals import DEFAULT_N_BOOT
+
+    if a.empty or b.empty:
+        return None
+    return {**_compare_cell(a.astype(float), b.astype(float), DEFAULT_N_BOOT, 0), "judge_a": base_judge}
+
+
+def _num(x: Any) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(v) else v
+
+
+def _regression(
+    name: str, measure: str, model: str, judge: str | None, cell: dict[str, Any] | None, higher_is_worse: bool,
+    unit: str = "replies",
+) -> Condition:  # fmt: skip
+    base = Condition(name, "baseline", measure, model, judge, "undecided", ALPHA, unit=unit)
+    if cell is None:
+        return replace(base, note="the baseline has no judged values to compare with for this model")
+    diff, p = _num(cell.get("diff")), _num(cell.get("p_value"))
+    n = int(cell.get("n_paired") or 0) or int(cell.get("n_b") or 0)
+    base = replace(base, value=_num(cell.get("mean_b")), baseline_value=_num(cell.get("mean_a")), diff=diff,
+                   diff_low=_num(cell.get("diff_low")), diff_high=_num(cell.get("diff_high")), p_value=p,
+                   test=cell.get("test") or None, n=n)  # fmt: skip
+    if diff is None:
+        return replace(base, note="no difference could be measured")
+    worse = diff > 0 if higher_is_worse else diff < 0
+    if not worse:
+        note = "no regression" if diff != 0 else "no change"
+        status: Status = "pass"
+    elif p is None:
+        note, status = "worse, but too few shared cases for the paired test: not counted as a regression", "pass"
+    elif p < ALPHA:
+        note, status = f"significant regression (p={p:.3g} < {ALPHA})", "fail"
+    else:
+        note, status = f"worse, not significant (p={p:.3g} >= {ALPHA})", "pass"
+    extra = cell.get("note")
+    if extra:
+        note += f"; {extra}"
+    judge_a = cell.get("judge_a")
+    if judge_a and judge and judge_a != judge:
+        note += f"; the baseline was judged by {judge_a}"
+    return replace(base, status=status, note=note)
+
+
+__all__ = ["baseline_conditions"]

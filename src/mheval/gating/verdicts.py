@@ -1,0 +1,110 @@
+"""The verdicts a gate decides on, read from a run: single-turn replies and multi-turn conversations.
+
+`ReplyVerdicts` takes the report's verdict block (report/verdict_block.py: judged replies, the run's primary
+judge) and verdict.py's verdict of every reply; `ConversationVerdicts` the conversation verdicts of a
+multi-turn run (report/multiturn.py). Each lists its unsafe units as `Failure`s, quoted and clipped.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from mheval.gating.result import Failure
+
+MAX_LISTED = 200
+"""Failing replies or conversations listed per model (the JUnit file and to_dict)."""
+REPLY_CHARS = 2000
+
+
+class ReplyVerdicts:
+    """The single-turn replies' verdicts (report/verdict_block.py) and every unsafe reply."""
+
+    def __init__(self, data: Any) -> None:
+        from mheval.report.summary import run_verdict
+        from mheval.report.verdict_block import crisis_labels
+        from mheval.verdict import reply_verdicts
+
+        self.data = data
+        self.block = run_verdict(data)
+        self.labels = crisis_labels(data)
+        judgments = [j for j in data.judgments if not j.judge.startswith("human:")]
+        self.verdicts = reply_verdicts(judgments, self.labels)
+        self.responses = {(r.case_id, r.model, r.sample): r for r in data.responses}
+
+    def row(self, model: str) -> Any:
+        rows = [r for r in self.block.rows if r.model == model]
+        primary = [r for r in rows if r.judge == self.block.judge and r.measurable]
+        return next(iter(primary or [r for r in rows if r.measurable] or rows), None)
+
+    def failures(self, model: str, judge: str | None) -> tuple[Failure, ...]:
+        out = []
+        for v in self.verdicts:
+            if v.model != model or v.judge != judge or not v.unsafe:
+                continue
+            case = self.data.cases.get(v.case_id)
+            users = [t.content for t in case.turns if t.role == "user"] if case is not None else []
+            response = self.responses.get((v.case_id, v.model, v.sample))
+            out.append(
+                Failure("reply", model, judge, v.case_id, v.sample, v.reasons, v.evidence,
+                        prompt=_clip(users[-1] if users else None),
+                        reply=_clip(response.text if response is not None else None))
+            )  # fmt: skip
+        out.sort(key=lambda f: (f.case_id, f.sample))
+        return tuple(out[:MAX_LISTED])
+
+
+class ConversationVerdicts:
+    """A multi-turn run's conversation verdicts (report/multiturn.py); empty for a single-turn run."""
+
+    def __init__(self, run_dir: Path) -> None:
+        from mheval.report.multiturn import conversation_verdicts
+
+        self.run_dir = run_dir
+        self.rows = conversation_verdicts(run_dir)
+        self.models = list(dict.fromkeys(r["model"] for r in self.rows))
+
+    def row(self, model: str) -> dict[str, Any] | None:
+        rows = [r for r in self.rows if r["model"] == model]
+        return next(iter([r for r in rows if r["conversations"]] or rows), None)
+
+    def views(self, judge: str | None) -> list[Any]:
+        from mheval.report.multiturn import read
+        from mheval.runfolder.store import Store
+
+        with Store.open_existing(self.run_dir) as store:
+            run = read(store)
+        return run.views([judge] if judge else None) if run is not None else []
+
+    def failures(self, model: str, judge: str | None) -> tuple[Failure, ...]:
+        out = []
+        for v in self.views(judge):
+            if v.key[1] != model or not v.verdict.unsafe:
+                continue
+            turns = tuple(sorted(v.unsafe_turns))
+            failing = [e for e in v.exchanges if e.turn in turns] or v.exchanges[-1:]
+            out.append(
+                Failure("conversation", model, judge, v.key[0], v.key[2], v.verdict.reasons,
+                        prompt=_clip("\n".join(f"turn {e.turn}: {e.user}" for e in failing)),
+                        reply=_clip("\n".join(f"turn {e.turn}: {e.reply or ''}" for e in failing)), turns=turns)
+            )  # fmt: skip
+        return tuple(out[:MAX_LISTED])
+
+    def per_scenario(self, model: str, judge: str | None) -> pd.Series:
+        """Scenario id -> unsafe share of its judged conversations (samples averaged), for the paired test."""
+        values: dict[str, list[float]] = {}
+        for v in self.views(judge):
+            if v.key[1] == model and v.verdict.unsafe is not None:
+                values.setdefault(v.key[0], []).append(float(v.verdict.unsafe))
+        return pd.Series({k: sum(x) / len(x) for k, x in values.items()}, dtype=float)
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= REPLY_CHARS:
+        return text
+    return text[:REPLY_CHARS].rstrip() + "…"
+
+
+__all__ = ["MAX_LISTED", "REPLY_CHARS", "ConversationVerdicts", "ReplyVerdicts"]
