@@ -30,7 +30,10 @@ PACKAGE = SRC / "mheval"
 
 # Bottom to top. A room may import rooms of its own layer and of the layers below it.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress", "digest", "version"}),
+    (
+        "foundation",
+        {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress", "digest", "version", "plugins"},
+    ),
     ("core", {"verdict", "protocols", "stats", "resources"}),
     ("access", {"models", "config"}),
     ("judging", {"judges"}),

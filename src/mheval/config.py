@@ -109,8 +109,10 @@ class RunConfig(BaseModel):
         """The reply length asked of target `model` (its spec string)."""
         if self.max_tokens is not None:
             return self.max_tokens
-        if model.startswith(("python:", "http:")) and not model.startswith("http://"):
-            return DEFAULT_MAX_TOKENS  # an application target (models/targets.py)
+        from mheval.models.targets import is_app_spec
+
+        if is_app_spec(model):
+            return DEFAULT_MAX_TOKENS  # an application or plug-in target (models/targets.py)
         spec = parse_model_spec(model)
         return EMBEDDED_MAX_TOKENS if spec.is_local and spec.base_url is None else DEFAULT_MAX_TOKENS
 

@@ -30,7 +30,7 @@ from inspect_ai.solver import Solver, TaskState, generate, system_message
 
 from mheval.config import RunConfig
 from mheval.errors import InputError
-from mheval.judges import OFFLINE_JUDGES, build_judge, is_finetuned_folder, is_model_file
+from mheval.judges import build_judge, judge_model_specs
 from mheval.judges.base import Judge
 from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, PSYCRISIS
 from mheval.protocols import ProtocolSpec, load_protocol
@@ -186,7 +186,7 @@ def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunC
         config = RunConfig(judges=[judge], protocols=[protocol], **options)
     except ValueError as exc:  # pydantic's ValidationError: an unknown or out-of-range option
         raise InputError(f"bad scorer option: {exc}", field="options") from exc
-    if judge not in OFFLINE_JUDGES and not is_model_file(judge) and not is_finetuned_folder(judge):
+    if judge_model_specs([judge]):
         model_spec = parse_model_spec(judge)
         if model_spec.is_local and model_spec.base_url is None:
             # Inspect gives a scorer no place to stop a server it started, so an embedded judge is refused.
@@ -201,8 +201,8 @@ def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunC
 
 
 def _offline_judge(judge: str, config: RunConfig) -> Judge | None:
-    """The judge itself when it needs no model connection (offline, trained), built once per scorer."""
-    if judge in OFFLINE_JUDGES or is_model_file(judge) or is_finetuned_folder(judge):
+    """The judge itself when it needs no model connection (offline, trained, a plug-in's), built once per scorer."""
+    if not judge_model_specs([judge]):
         return build_judge(judge, {}, config)
     return None
 

@@ -1,5 +1,5 @@
-"""Judges: the offline judge, a trained judge file or fine-tuned folder (`mheval train`), or an LLM judge
-named by a model spec."""
+"""Judges: the offline judge, a trained judge file or fine-tuned folder (`mheval train`), a plug-in's judge
+(entry point group `mheval.judges`, judges/registry.py), or an LLM judge named by a model spec."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 from mheval.config import RunConfig
 from mheval.judges.base import Judge
+from mheval.judges.registry import JUDGES, JudgeKind
 from mheval.models.base import ChatModel
 
 OFFLINE = "offline"
@@ -27,8 +28,9 @@ def is_finetuned_folder(name: str) -> bool:
 
 
 def judge_model_specs(judges: list[str]) -> list[str]:
-    """The judge names that are chat models (not the offline judge, not a trained judge file or folder)."""
-    return [j for j in judges if j not in OFFLINE_JUDGES and not is_model_file(j) and not is_finetuned_folder(j)]
+    """The judge names that are chat models: those no registered kind takes (not the offline judge, a trained
+    judge file or folder, or a plug-in's judge)."""
+    return [j for j in judges if JUDGES.find(j) is None]
 
 
 def build_judges(models: Mapping[str, ChatModel], config: RunConfig) -> dict[str, Judge]:
@@ -37,18 +39,11 @@ def build_judges(models: Mapping[str, ChatModel], config: RunConfig) -> dict[str
 
 
 def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
-    if name in OFFLINE_JUDGES:
-        from mheval.judges.offline import OfflineJudge
-
-        return OfflineJudge(fast=name == OFFLINE_FAST)
-    if is_model_file(name):
-        from mheval.judges.offline.trained import load_trained_judge
-
-        return load_trained_judge(name)
-    if is_finetuned_folder(name):
-        from mheval.judges.offline.finetuned import load_finetuned_judge
-
-        return load_finetuned_judge(name)
+    """The judge `name` means: the registered kind that takes it (judges/registry.py), else an LLM judge over
+    the chat model of that spec, which `models` must hold."""
+    kind = JUDGES.find(name)
+    if kind is not None:
+        return kind.build(name, models, config)
     from mheval.judges.llm import LLMJudge
 
     return LLMJudge(
@@ -60,3 +55,30 @@ def build_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -
         seed=config.seed,
         grounding=config.grounding,
     )
+
+
+# -- the built-in kinds, asked before any plug-in, in this order ------------------------------------------------
+# The heavy modules load only when a judge of their kind is built.
+
+
+def _offline_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
+    from mheval.judges.offline import OfflineJudge
+
+    return OfflineJudge(fast=name == OFFLINE_FAST)
+
+
+def _trained_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
+    from mheval.judges.offline.trained import load_trained_judge
+
+    return load_trained_judge(name)
+
+
+def _finetuned_judge(name: str, models: Mapping[str, ChatModel], config: RunConfig) -> Judge:
+    from mheval.judges.offline.finetuned import load_finetuned_judge
+
+    return load_finetuned_judge(name)
+
+
+JUDGES.register(JudgeKind("offline", lambda name: name in OFFLINE_JUDGES, _offline_judge))
+JUDGES.register(JudgeKind("trained judge file", is_model_file, _trained_judge))
+JUDGES.register(JudgeKind("fine-tuned judge folder", is_finetuned_folder, _finetuned_judge))
