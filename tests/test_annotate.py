@@ -180,7 +180,7 @@ def test_export_then_agree_reproduces_a_known_kappa(run_dir, tmp_path):
     payload = json.loads(report.to_json())
     assert "ann" in report.to_json() and "offline" in report.to_json()
     assert payload  # the humans among themselves, the offline judge against them, the verdicts
-    from mheval.report.html import render_report
+    from mheval.reporting.html import render_report
 
     html = render_report(folder)  # the report's reliability section reads the study directly
     assert "study crisis-triage (mheval annotate)" in html and "humans among themselves" in html

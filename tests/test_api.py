@@ -111,3 +111,18 @@ def test_the_documented_example_runs_as_written(tmp_path, monkeypatch):
     results = namespace["results"]
     assert isinstance(results, mheval.EvalResults) and results.counts["judgments"] == 6
     assert (tmp_path / "runs" / "api-demo" / "report.html").is_file()
+
+
+def test_mheval_report_stays_the_function_when_the_report_modules_load() -> None:
+    """The report's modules live in mheval.reporting, so importing them cannot replace `mheval.report` (the
+    package module is a plain module: no class of its own guards the name)."""
+    import importlib
+    import sys
+    import types
+
+    from mheval import api
+
+    importlib.import_module("mheval.reporting.html")
+    importlib.import_module("mheval.reporting.summary")
+    assert mheval.report is api.report
+    assert type(sys.modules["mheval"]) is types.ModuleType

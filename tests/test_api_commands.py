@@ -18,9 +18,9 @@ from mheval.conversations.scenario import parse_scenario
 from mheval.errors import InputError
 from mheval.gating import GateResult
 from mheval.records import Conversation
-from mheval.report.compare import compare_runs
-from mheval.report.metrics import ALL
-from mheval.report.summary import comparison_text
+from mheval.reporting.compare import compare_runs
+from mheval.reporting.metrics import ALL
+from mheval.reporting.summary import comparison_text
 from mheval.runfolder.store import Store
 from test_compare import A, B, make_run
 from test_export_tables import FINISHED, SCENARIO, _exchange

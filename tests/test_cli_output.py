@@ -10,7 +10,7 @@ import re
 import pytest
 
 from cli_inprocess import mheval
-from mheval.report.formatting import TEXT_WIDTH
+from mheval.reporting.formatting import TEXT_WIDTH
 
 # One reply in two gives method information: some unsafe replies, so the verdict has a worst one to name.
 BOT = """\

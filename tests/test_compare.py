@@ -9,9 +9,9 @@ import pytest
 from scipy import stats as sps
 
 from mheval.records import Case, Judgment, Response, Turn
-from mheval.report.compare import compare_runs
-from mheval.report.metrics import ALL
-from mheval.report.summary import format_comparison
+from mheval.reporting.compare import compare_runs
+from mheval.reporting.metrics import ALL
+from mheval.reporting.summary import format_comparison
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import bootstrap_mean_ci
 

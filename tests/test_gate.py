@@ -269,20 +269,3 @@ def test_a_chinese_run_gates_the_same_way(tmp_path, fake_openai: FakeOpenAI, mon
         )  # fmt: skip
         codes[kind] = mheval.gate(run, max_unsafe=0.5).exit_code
     assert codes == {"method": 1, "supportive": 0}
-
-
-def test_the_old_import_path_still_works_and_warns() -> None:
-    """The gate moved from report/gate.py to mheval.gating; the old module re-exports its names, deprecated."""
-    import importlib
-
-    import mheval.gating
-
-    old = importlib.import_module("mheval.report.gate")  # `import mheval.report.gate as old` meets mheval.report()
-
-    with pytest.warns(DeprecationWarning, match="mheval.gating"):
-        assert old.GateResult is GateResult
-    for name in mheval.gating.__all__:
-        with pytest.warns(DeprecationWarning):
-            assert getattr(old, name) is getattr(mheval.gating, name)
-    with pytest.raises(AttributeError):
-        _ = old.no_such_name

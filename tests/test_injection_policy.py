@@ -126,7 +126,7 @@ def _mixed_suite(tmp_path: Path) -> str:
 
 
 def _headline(run_dir: Path) -> str:
-    from mheval.report.tables import summary_frame
+    from mheval.reporting.tables import summary_frame
 
     with Store.open_existing(run_dir) as store:
         frame = summary_frame(store)

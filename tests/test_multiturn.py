@@ -31,7 +31,7 @@ from mheval.conversations.scenario import parse_scenario, turn_case_id
 from mheval.conversations.views import run_frames
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Exchange, Reason
-from mheval.report.multiturn import transcript_text
+from mheval.reporting.multiturn import transcript_text
 from mheval.runfolder.store import Store
 from mheval.stats.multiturn import measures
 
@@ -473,7 +473,7 @@ def test_replay_needs_utterances_and_adaptive_needs_a_simulator(tmp_path):
 
 
 def test_compare_and_agree_read_the_whole_conversation_verdicts(tmp_path, fake_openai, world):
-    from mheval.report.compare import compare_runs
+    from mheval.reporting.compare import compare_runs
 
     a = _run(tmp_path, fake_openai, ["never"], out=tmp_path / "a").run_dir
     b = _run(tmp_path, fake_openai, ["detects"], out=tmp_path / "b").run_dir

@@ -176,7 +176,7 @@ def test_llm_expectation_answers_are_grounded_in_the_cited_turn():
 
 def test_the_report_reads_records_only():
     code = (
-        "import sys, mheval.report.multiturn, mheval.conversations.views, mheval.runfolder.export;"
+        "import sys, mheval.reporting.multiturn, mheval.conversations.views, mheval.runfolder.export;"
         "bad = [m for m in ('mheval.conversations.flow_judge', 'mheval.conversations.expectations_judge',"
         " 'mheval.models.openai_compat', 'mheval.judges.offline.reply_checks', 'mheval.engine.runner')"
         " if m in sys.modules]; print(bad)"

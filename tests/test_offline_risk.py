@@ -218,7 +218,7 @@ def test_validity_cards_and_the_docs_come_from_the_figures_file():
 def test_no_report_shows_agreement_on_the_judges_own_training_cases(tmp_path):
     """The shipped triage model learned from crisis-core: a run on it shows the held-out figure instead."""
     import mheval
-    from mheval.report.summary import summary_data, summary_text
+    from mheval.reporting.summary import summary_data, summary_text
 
     run = mheval.evaluate(
         "crisis-core", judges=["offline:fast"], protocols=["crisis-triage"], stages=["triage"], limit=8,

@@ -11,13 +11,13 @@ import pytest
 
 from mheval.errors import InputError
 from mheval.records import Case, Judgment, Response, Turn, Usage
-from mheval.report import figures
-from mheval.report.cases import evidence_spans, highlight
-from mheval.report.html import write_report
-from mheval.report.metrics import ALL
-from mheval.report.rundata import load_run
-from mheval.report.summary import summary_text
-from mheval.report.tables import report_tables, summary_frame
+from mheval.reporting import figures
+from mheval.reporting.cases import evidence_spans, highlight
+from mheval.reporting.html import write_report
+from mheval.reporting.metrics import ALL
+from mheval.reporting.rundata import load_run
+from mheval.reporting.summary import summary_text
+from mheval.reporting.tables import report_tables, summary_frame
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import bootstrap_mean_ci
 

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from mheval.report.html import write_report
+from mheval.reporting.html import write_report
 from test_report import build_run
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"

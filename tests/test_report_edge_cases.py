@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mheval.records import CRISIS_LABELS, Case, Judgment, Response, Turn
-from mheval.report.cases import FULL_CHARS, PREVIEW_CHARS
-from mheval.report.compare import compare_runs
-from mheval.report.html import write_report
-from mheval.report.summary import format_comparison, summary_text
-from mheval.report.tables import summary_frame
+from mheval.reporting.cases import FULL_CHARS, PREVIEW_CHARS
+from mheval.reporting.compare import compare_runs
+from mheval.reporting.html import write_report
+from mheval.reporting.summary import format_comparison, summary_text
+from mheval.reporting.tables import summary_frame
 from mheval.runfolder.export import INJECTION_FLAG
 from mheval.runfolder.store import Store
 
@@ -414,8 +414,8 @@ def injection_run(run_dir: Path, *, injected: bool, policy: str) -> Path:
 
 
 def _numbers(run_dir: Path):
-    from mheval.report.summary import headline_frame
-    from mheval.report.tables import report_tables
+    from mheval.reporting.summary import headline_frame
+    from mheval.reporting.tables import report_tables
 
     keep = [
         "model",
@@ -481,8 +481,8 @@ def test_flag_policy_shows_the_share_and_the_mean_without_them_beside_the_mean(t
     clean = injection_run(tmp_path / "clean", injected=False, policy="flag")
     flagged = injection_run(tmp_path / "flagged", injected=True, policy="flag")
     honest = {r["model"]: r for r in _numbers(clean)}
-    from mheval.report.summary import headline_frame
-    from mheval.report.tables import report_tables
+    from mheval.reporting.summary import headline_frame
+    from mheval.reporting.tables import report_tables
 
     head = {r["model"]: r for r in headline_frame(report_tables(flagged)).to_dict("records")}
     m = head["m"]

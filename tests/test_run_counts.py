@@ -15,8 +15,8 @@ from fake_openai import FakeOpenAI, reply, respond
 from mheval.cli import app
 from mheval.labels import CONVERSATION_FLOW
 from mheval.records import Usage
-from mheval.report.html import write_report
-from mheval.report.summary import summary_text
+from mheval.reporting.html import write_report
+from mheval.reporting.summary import summary_text
 from mheval.runfolder.store import Store
 from test_multiturn import World, _run, _scenarios
 

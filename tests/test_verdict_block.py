@@ -21,12 +21,12 @@ from fake_openai import FakeOpenAI, reply
 from mheval.cli import app
 from mheval.config import DEFAULT_PROTOCOLS, RunConfig
 from mheval.records import Case, Judgment, Response, Turn
-from mheval.report.compare import compare_runs
-from mheval.report.html import write_report
-from mheval.report.rundata import load_run
-from mheval.report.summary import summary_data, summary_text
-from mheval.report.verdict_block import ConversationRow, ConversationSection, verdict_block
-from mheval.report.verdict_view import verdict_text
+from mheval.reporting.compare import compare_runs
+from mheval.reporting.html import write_report
+from mheval.reporting.rundata import load_run
+from mheval.reporting.summary import summary_data, summary_text
+from mheval.reporting.verdict_block import ConversationRow, ConversationSection, verdict_block
+from mheval.reporting.verdict_view import verdict_text
 from mheval.runfolder.store import Store
 from mheval.suites.registry import load_suite
 from mheval.verdict import DEFINITION

@@ -54,7 +54,7 @@ def _rate(run: Path, pick) -> None:
 
 
 def test_compare_gives_the_difference_of_corrected_rates(tmp_path: Path) -> None:
-    from mheval.report.compare import CORRECTED, compare_runs
+    from mheval.reporting.compare import CORRECTED, compare_runs
 
     a, b = build_run(tmp_path / "a"), build_run(tmp_path / "b")
     _rate(a, max)  # people find every rated reply of a fully appropriate ...

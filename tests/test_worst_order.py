@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from mheval.records import Case, Judgment, Response, Turn
-from mheval.report.cases import worst_cases
-from mheval.report.rundata import load_run
-from mheval.report.verdict_block import verdict_block
+from mheval.reporting.cases import worst_cases
+from mheval.reporting.rundata import load_run
+from mheval.reporting.verdict_block import verdict_block
 from mheval.runfolder.store import Store
 
 # case id -> (crisis label, appropriateness, psycrisis total)

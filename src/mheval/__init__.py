@@ -21,8 +21,6 @@ The names load on first use, so `import mheval` stays quick for the command line
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from mheval.version import __version__
@@ -99,19 +97,8 @@ __all__ = [
 ]
 
 
-class _Package(types.ModuleType):
-    """`mheval.report` is the function of the public API, although a subpackage of that name (the report's
-    modules) exists: importing it (`from mheval.report.html import ...`) must not replace the function."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "report" and isinstance(value, types.ModuleType):
-            return  # the subpackage stays reachable through sys.modules and import statements
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
+# `mheval.report` is only the function: the report's modules live in `mheval.reporting`, so importing them never
+# replaces it (a subpackage named `report` would, as an import sets the package attribute of its name).
 def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:

@@ -77,7 +77,7 @@ class EvalResults(RunResult):
     @cached_property
     def summary(self) -> pd.DataFrame:
         """The headline figures (what `mheval summary` prints), one row per protocol and model."""
-        from mheval.report.tables import summary_frame
+        from mheval.reporting.tables import summary_frame
 
         with Store.open_existing(self.run_dir) as store:
             return summary_frame(store)
@@ -332,7 +332,7 @@ def report(
     By default it is `report.html` in the run folder (renewed each time); an `output` elsewhere is never
     written over an existing file unless `overwrite` is set.
     """
-    from mheval.report.html import write_report
+    from mheval.reporting.html import write_report
 
     run_dir = _run_dir(run)
     return write_report(run_dir, redact=redact, output=Path(output) if output is not None else None,
@@ -350,14 +350,14 @@ class RunSummary:
     @cached_property
     def text(self) -> str:
         """The verdict, then the run's headline numbers, as plain text."""
-        from mheval.report.summary import summary_text
+        from mheval.reporting.summary import summary_text
 
         return summary_text(self.run_dir)
 
     @cached_property
     def table(self) -> pd.DataFrame:
         """The headline figures, one row per protocol, model and judge (`EvalResults.summary`)."""
-        from mheval.report.tables import summary_frame
+        from mheval.reporting.tables import summary_frame
 
         with Store.open_existing(self.run_dir) as store:
             return summary_frame(store)
@@ -365,16 +365,16 @@ class RunSummary:
     @cached_property
     def data(self) -> dict[str, Any]:
         """The verdict, the run's facts, the table and the multi-turn figures, as plain JSON values."""
-        from mheval.report.summary import summary_data
+        from mheval.reporting.summary import summary_data
 
         return summary_data(self.run_dir)
 
     @cached_property
     def brief(self) -> str:
         """The verdict in one line (what `mheval run` prints last)."""
-        from mheval.report.rundata import load_run
-        from mheval.report.summary import run_verdict
-        from mheval.report.verdict_view import verdict_brief
+        from mheval.reporting.rundata import load_run
+        from mheval.reporting.summary import run_verdict
+        from mheval.reporting.verdict_view import verdict_brief
 
         return verdict_brief(run_verdict(load_run(self.run_dir)))
 
@@ -392,8 +392,8 @@ def compare(
     """Run B against run A, as `mheval compare` shows it: per model and crisis category (per scenario family
     for conversations), B minus A of the unsafe rate, mean appropriateness, harmful rate and PsyCrisis total,
     with a 95% interval, and a paired test where the two runs share cases. One row per model, metric and
-    category; swapping the runs negates the differences and their intervals. See `mheval.report.compare`."""
-    from mheval.report.compare import DEFAULT_N_BOOT, compare_runs
+    category; swapping the runs negates the differences and their intervals. See `mheval.reporting.compare`."""
+    from mheval.reporting.compare import DEFAULT_N_BOOT, compare_runs
 
     return compare_runs(_run_dir(run_a), _run_dir(run_b), n_boot=DEFAULT_N_BOOT if n_boot is None else n_boot,
                         seed=seed)  # fmt: skip
@@ -428,7 +428,7 @@ def transcript(
     """One conversation of a multi-turn run as plain text, as `mheval transcript` prints it: every turn with
     its verdicts and the whole conversation's outcome, for each target model and sample (or only `model`,
     `sample`). Raises InputError when the run has no conversations or none of `scenario`."""
-    from mheval.report.multiturn import transcript_text
+    from mheval.reporting.multiturn import transcript_text
 
     return transcript_text(_run_dir(run), scenario, model=model, sample=sample)
 

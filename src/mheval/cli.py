@@ -245,7 +245,7 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
 def _print_summary(run_dir: Path) -> None:
     from mheval.api import summary
-    from mheval.report.tables import UNGROUNDED_CLAIMS, ungrounded_definition
+    from mheval.reporting.tables import UNGROUNDED_CLAIMS, ungrounded_definition
 
     frame = summary(run_dir).table
     _print_frame(frame, f"mheval summary: {run_dir}", "table")
@@ -505,7 +505,7 @@ def compare(
     """Per model and crisis category: B minus A with a CI, and a paired test where the cases are the same."""
     from mheval.api import compare as compare_runs
     from mheval.fileio import atomic_write, check_output
-    from mheval.report.summary import comparison_text
+    from mheval.reporting.summary import comparison_text
 
     _check_format(format, REPORT_FORMATS)
     if output is not None:

@@ -34,7 +34,7 @@ RUN_OWN_FILES = frozenset(
         "studies.db-shm",
     }
 )
-# Human labels are the user's input beside the run (report/reliability.py reads them).
+# Human labels are the user's input beside the run (reporting/reliability.py reads them).
 RUN_OWN_PREFIXES = ("human_labels.",)
 
 

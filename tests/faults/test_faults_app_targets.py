@@ -250,7 +250,7 @@ def _conversation(run_dir: Path) -> tuple[Any, list[Any]]:
 
 
 def test_a_resumed_conversation_with_a_stateful_app_is_marked_everywhere(tmp_path, app):
-    from mheval.report.multiturn import section, transcript_text
+    from mheval.reporting.multiturn import section, transcript_text
     from mheval.runfolder.export import conversation_rows, table_rows
 
     stateful = StatefulApp(fail_on=(2,))

@@ -1,7 +1,7 @@
 """The CI gate: a finished run's verdicts as pass, fail or undecided, and the exit code a pipeline acts on.
 
 `mheval gate RUN` and `mheval.gate(run, ...)` call `gate` here. It reads a run folder (the verdicts the report
-shows, through `report/`), never a model, and prints nothing. The modules, one job each:
+shows, through `reporting/`), never a model, and prints nothing. The modules, one job each:
 
 - `decide`: `gate` itself, the unsafe-rate and `--min` conditions per model;
 - `measures`: what `--min` names (`PROTOCOL[.DIMENSION]=VALUE`) and the argument checks;

@@ -1,5 +1,5 @@
 """Regressions against another run: a condition fails only when the paired test that `mheval compare` uses
-(report/compare.py: Wilcoxon signed-rank over the shared cases, else Mann-Whitney U) gives p < ALPHA.
+(reporting/compare.py: Wilcoxon signed-rank over the shared cases, else Mann-Whitney U) gives p < ALPHA.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def baseline_conditions(
     data: Any, base_dir: Path, models: list[str], measures: list[Measure], replies: ReplyVerdicts,
     convs: ConversationVerdicts,
 ) -> list[Condition]:  # fmt: skip
-    from mheval.report.compare import UNSAFE, compare_runs
-    from mheval.report.rundata import load_run
+    from mheval.reporting.compare import UNSAFE, compare_runs
+    from mheval.reporting.rundata import load_run
 
     base = load_run(base_dir)
     out: list[Condition] = []
@@ -69,7 +69,7 @@ def baseline_conditions(
 
 def _cell(a: pd.Series, b: pd.Series, base_judge: str | None) -> dict[str, Any] | None:
     """compare's paired (or unpaired) difference b minus a, with its test, of per-case values."""
-    from mheval.report.compare import _compare_cell
+    from mheval.reporting.compare import _compare_cell
     from mheval.stats.intervals import DEFAULT_N_BOOT
 
     if a.empty or b.empty:

@@ -3,14 +3,14 @@
 Reads a run folder's verdicts, never a model. What it gates:
 
 - `max_unsafe`: per model, the unsafe rate by verdict.py's one definition, as the verdict at the top of
-  the report counts it (report/verdict_block.py: judged replies, the run's primary judge); for a
-  multi-turn run, the unsafe *conversation* rate (report/multiturn.conversation_verdicts). The rate
+  the report counts it (reporting/verdict_block.py: judged replies, the run's primary judge); for a
+  multi-turn run, the unsafe *conversation* rate (reporting/multiturn.conversation_verdicts). The rate
   carries a 95% Wilson interval.
 - `mins`: per model, the mean of a protocol's score (`appropriateness`, `psycrisis` total) or of one of
   its dimensions or aggregates (`psycrisis.risk_assessment`, `mentalalign.css`) over the scored replies
   (first scored repeat, the primary judge), with the report's bootstrap interval that resamples cases.
 - `baseline`: per model, a regression against another run (unsafe rate higher, or a `--min` measure
-  lower) fails only when the paired test that `mheval compare` uses (report/compare.py: Wilcoxon
+  lower) fails only when the paired test that `mheval compare` uses (reporting/compare.py: Wilcoxon
   signed-rank over the shared cases, else Mann-Whitney U) gives p < 0.05.
 
 `on="upper"` (the default) decides on the interval's conservative side: the *upper* bound of the unsafe
@@ -44,7 +44,7 @@ def gate(
     on: str = "upper",
 ) -> GateResult:
     """Gate a run folder (see the module docstring). Raises InputError on bad input (exit code 2)."""
-    from mheval.report.rundata import load_run
+    from mheval.reporting.rundata import load_run
 
     max_unsafe, measures = check_inputs(max_unsafe, dict(mins or {}), on)
     if max_unsafe is None and not measures and baseline is None:
@@ -135,7 +135,7 @@ def _unsafe_conditions(
 def _min_condition(
     model: str, measure: Measure, minimum: float, on: str, replies: ReplyVerdicts, convs: ConversationVerdicts
 ) -> Condition:
-    from mheval.report.metrics import mean_ci
+    from mheval.reporting.metrics import mean_ci
 
     judge = judge_for(replies.data, measure.protocol, replies.block.judge)
     frame = scored_values(replies.data, measure, judge)

@@ -33,7 +33,7 @@ class Measure:
         return self.protocol + (f".{self.dimension}" if self.dimension else "")
 
     def value(self, scores: dict[str, float], total: float | None) -> float | None:
-        from mheval.report.rundata import protocol_aggregate
+        from mheval.reporting.rundata import protocol_aggregate
 
         if self.dimension is None or self.dimension == "total":
             if total is not None:
@@ -125,7 +125,7 @@ def judge_for(data: Any, protocol: str, prefer: str | None) -> str | None:
 
 def scored_values(data: Any, measure: Measure, judge: str | None) -> pd.DataFrame:
     """model, case_id, value: one row per scored reply of `judge` (first scored repeat)."""
-    from mheval.report.metrics import first_scored
+    from mheval.reporting.metrics import first_scored
 
     rows = []
     for j in first_scored(data.of(measure.protocol)):

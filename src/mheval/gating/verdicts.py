@@ -1,8 +1,8 @@
 """The verdicts a gate decides on, read from a run: single-turn replies and multi-turn conversations.
 
-`ReplyVerdicts` takes the report's verdict block (report/verdict_block.py: judged replies, the run's primary
+`ReplyVerdicts` takes the report's verdict block (reporting/verdict_block.py: judged replies, the run's primary
 judge) and verdict.py's verdict of every reply; `ConversationVerdicts` the conversation verdicts of a
-multi-turn run (report/multiturn.py). Each lists its unsafe units as `Failure`s, quoted and clipped.
+multi-turn run (reporting/multiturn.py). Each lists its unsafe units as `Failure`s, quoted and clipped.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ REPLY_CHARS = 2000
 
 
 class ReplyVerdicts:
-    """The single-turn replies' verdicts (report/verdict_block.py) and every unsafe reply."""
+    """The single-turn replies' verdicts (reporting/verdict_block.py) and every unsafe reply."""
 
     def __init__(self, data: Any) -> None:
-        from mheval.report.summary import run_verdict
-        from mheval.report.verdict_block import crisis_labels
+        from mheval.reporting.summary import run_verdict
+        from mheval.reporting.verdict_block import crisis_labels
         from mheval.verdict import reply_verdicts
 
         self.data = data
@@ -57,10 +57,10 @@ class ReplyVerdicts:
 
 
 class ConversationVerdicts:
-    """A multi-turn run's conversation verdicts (report/multiturn.py); empty for a single-turn run."""
+    """A multi-turn run's conversation verdicts (reporting/multiturn.py); empty for a single-turn run."""
 
     def __init__(self, run_dir: Path) -> None:
-        from mheval.report.multiturn import conversation_verdicts
+        from mheval.reporting.multiturn import conversation_verdicts
 
         self.run_dir = run_dir
         self.rows = conversation_verdicts(run_dir)
@@ -71,7 +71,7 @@ class ConversationVerdicts:
         return next(iter([r for r in rows if r["conversations"]] or rows), None)
 
     def views(self, judge: str | None) -> list[Any]:
-        from mheval.report.multiturn import read
+        from mheval.reporting.multiturn import read
         from mheval.runfolder.store import Store
 
         with Store.open_existing(self.run_dir) as store:

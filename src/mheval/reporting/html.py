@@ -18,11 +18,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, check_outputs, is_run_folder
-from mheval.report import figures
-from mheval.report import formatting as f
-from mheval.report.metrics import ALL
-from mheval.report.overview import facts, injection_note, read_by_llm
-from mheval.report.tables import (
+from mheval.reporting import figures
+from mheval.reporting import formatting as f
+from mheval.reporting.metrics import ALL
+from mheval.reporting.overview import facts, injection_note, read_by_llm
+from mheval.reporting.tables import (
     UNGROUNDED_CLAIMS,
     UNGROUNDED_JUDGMENTS,
     ReportTables,
@@ -69,7 +69,7 @@ def write_tables(tables: ReportTables, folder: Path) -> list[Path]:
 
 def _environment() -> Environment:
     env = Environment(
-        loader=PackageLoader("mheval.report", "templates"),
+        loader=PackageLoader("mheval.reporting", "templates"),
         autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
         undefined=StrictUndefined,
         trim_blocks=True,
@@ -447,15 +447,15 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
 
 
 def _verdict(t: ReportTables, redact: bool) -> dict[str, Any]:
-    """The verdict at the top of the report (report/verdict_block.py, shown by templates/verdict.html.j2)."""
-    from mheval.report.verdict_block import conversation_section, verdict_block
-    from mheval.report.verdict_view import html_context
+    """The verdict at the top of the report (reporting/verdict_block.py, shown by templates/verdict.html.j2)."""
+    from mheval.reporting.verdict_block import conversation_section, verdict_block
+    from mheval.reporting.verdict_view import html_context
 
     return html_context(verdict_block(t.run, conversations=conversation_section(t.run)), redact=redact)
 
 
 def _multiturn(run_dir: Path, redact: bool) -> dict[str, Any] | None:
-    from mheval.report.multiturn import section
+    from mheval.reporting.multiturn import section
 
     with Store.open_existing(run_dir) as store:
         return section(store, redact=redact)

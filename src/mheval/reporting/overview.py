@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from mheval.report.rundata import RunData
+from mheval.reporting.rundata import RunData
 
 
 def reason_kind(reason: str | None) -> str:

@@ -16,11 +16,11 @@ from markupsafe import Markup, escape
 
 from mheval.labels import CRISIS_TRIAGE, PSYCRISIS
 from mheval.records import Judgment
-from mheval.report.metrics import first_scored, score_value
-from mheval.report.overview import reason_kind
-from mheval.report.rundata import UNLABELLED, RunData, category_name
-from mheval.report.tables import DEFAULT_WORST
-from mheval.report.worst import Ranked, reply_scores, severity, worst_first
+from mheval.reporting.metrics import first_scored, score_value
+from mheval.reporting.overview import reason_kind
+from mheval.reporting.rundata import UNLABELLED, RunData, category_name
+from mheval.reporting.tables import DEFAULT_WORST
+from mheval.reporting.worst import Ranked, reply_scores, severity, worst_first
 
 _ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A text longer than PREVIEW_CHARS shows its beginning and the rest behind a click; at most FULL_CHARS
@@ -164,10 +164,10 @@ def _evidence(j: Judgment, redact: bool) -> dict[str, list[str]]:
 
 
 def worst_cases(run: RunData, n: int = DEFAULT_WORST, *, redact: bool = False) -> list[WorstCase]:
-    """The `n` worst judged responses, in report/worst.py's one order (the verdict block quotes the first of
+    """The `n` worst judged responses, in reporting/worst.py's one order (the verdict block quotes the first of
     each model): unsafe by verdict.py first, then lower appropriateness and PsyCrisis. A reply judged by
     several judges ranks by the judge that saw it worst."""
-    from mheval.report.verdict_block import crisis_labels
+    from mheval.reporting.verdict_block import crisis_labels
     from mheval.verdict import reply_verdicts
 
     labels = crisis_labels(run)

@@ -3,7 +3,7 @@ as text (`mheval transcript`).
 
 Reads stored records only, through conversations/views.py (every view of a conversation, with its
 verdict from verdict.conversation_verdict) and the measures of stats/multiturn.py; no model client or
-judge is imported. The single-turn sections never see these judgments (report/rundata.single_turn).
+judge is imported. The single-turn sections never see these judgments (reporting/rundata.single_turn).
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def _curve(turns: pd.DataFrame, models: list[str]) -> str | None:
         return None
     import matplotlib
 
-    from mheval.report.figures import _data_uri, _figure, _rc, plot_text
+    from mheval.reporting.figures import _data_uri, _figure, _rc, plot_text
 
     points: dict[str, list[tuple[int, Estimate]]] = {}
     for model in models:
@@ -325,7 +325,7 @@ def _worst(run: RunConversations, vs: list[ConversationView]) -> list[dict[str, 
 
 def conversation_verdicts(run_dir: str | Path) -> list[dict[str, Any]]:
     """The conversations' verdicts per model and judge (verdict.conversation_verdict), for the report's top
-    verdict (report/verdict_block.ConversationRow's fields): conversations judged, unsafe, unscored,
+    verdict (reporting/verdict_block.ConversationRow's fields): conversations judged, unsafe, unscored,
     handled_risk / handled_of, the unsafe rate with its Wilson interval, and the worst ones with reasons."""
     with Store.open_existing(run_dir) as store:
         run = read(store)

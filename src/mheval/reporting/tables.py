@@ -15,8 +15,8 @@ from mheval.runfolder.export import INJECTION_FLAG, counted_judgments, is_inject
 from mheval.runfolder.store import Store
 
 if TYPE_CHECKING:
-    from mheval.report.cases import WorstCase
-    from mheval.report.rundata import RunData
+    from mheval.reporting.cases import WorstCase
+    from mheval.reporting.rundata import RunData
 
 # The report's modules (and scipy with them) load only when a report is made, so that the plain
 # summary printed after every run stays quick to import.
@@ -167,8 +167,8 @@ class ReportTables:
 
 def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst: int = DEFAULT_WORST) -> ReportTables:
     """All the report's numbers for a run (a RunData or a run folder)."""
-    from mheval.report.cases import worst_cases, worst_frame
-    from mheval.report.metrics import (
+    from mheval.reporting.cases import worst_cases, worst_frame
+    from mheval.reporting.metrics import (
         appropriateness_by_category,
         gold_agreement,
         label_distribution,
@@ -176,9 +176,9 @@ def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst
         psycrisis_by_category,
         psycrisis_dimensions,
     )
-    from mheval.report.overview import judges_frame, models_frame, unscored_frame
-    from mheval.report.reliability import flag_counts, human_agreement, self_consistency, ungrounded_judgments
-    from mheval.report.rundata import RunData, load_run
+    from mheval.reporting.overview import judges_frame, models_frame, unscored_frame
+    from mheval.reporting.reliability import flag_counts, human_agreement, self_consistency, ungrounded_judgments
+    from mheval.reporting.rundata import RunData, load_run
 
     if not isinstance(run, RunData):
         run = load_run(run)

@@ -124,7 +124,7 @@ def load_run(run_dir: str | Path) -> RunData:
 
 def single_turn(judgments: list[Judgment]) -> list[Judgment]:
     """The judgments of single-turn cases: a multi-turn run's per-turn and whole-conversation verdicts
-    have a section of their own (report/multiturn.py) and are not counted as cases."""
+    have a section of their own (reporting/multiturn.py) and are not counted as cases."""
     return [j for j in judgments if not _of_dialogue(j)]
 
 

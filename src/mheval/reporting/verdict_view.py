@@ -1,14 +1,21 @@
-"""The verdict (report/verdict_block.py) as the report and the summary show it: HTML context and plain text."""
+"""The verdict (reporting/verdict_block.py) as the report and the summary show it: HTML context and plain text."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from mheval.judges.offline.validity import card_text
-from mheval.report import formatting as f
-from mheval.report.cases import shown
-from mheval.report.rundata import category_name
-from mheval.report.verdict_block import DOCS, REPLY_CHARS, ConversationSection, ModelVerdict, VerdictBlock, WorstReply
+from mheval.reporting import formatting as f
+from mheval.reporting.cases import shown
+from mheval.reporting.rundata import category_name
+from mheval.reporting.verdict_block import (
+    DOCS,
+    REPLY_CHARS,
+    ConversationSection,
+    ModelVerdict,
+    VerdictBlock,
+    WorstReply,
+)
 
 
 def headline(block: VerdictBlock) -> str:

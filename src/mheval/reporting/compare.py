@@ -19,8 +19,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from mheval.labels import CONVERSATION_FLOW
-from mheval.report.metrics import ALL, response_values
-from mheval.report.rundata import RunData, category_sort_key, load_run
+from mheval.reporting.metrics import ALL, response_values
+from mheval.reporting.rundata import RunData, category_sort_key, load_run
 from mheval.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_ci, bootstrap_sums, percentile_ci
 from mheval.verdict import HARMFUL_LEVEL, reply_verdicts
 
@@ -83,7 +83,7 @@ def _per_case(run: RunData, metric: str, protocol: str) -> pd.DataFrame:
 def _unsafe_values(run: RunData) -> pd.DataFrame:
     """One row per judged reply and judge: value 1.0 when verdict.py calls it unsafe, else 0.0 (replies
     with no verdict are left out, as in the report's verdict); `injected` when a harm verdict of it is flagged."""
-    from mheval.report.verdict_block import crisis_labels
+    from mheval.reporting.verdict_block import crisis_labels
     from mheval.runfolder.export import is_injected
 
     judgments = [j for j in run.judgments if not j.judge.startswith("human:")]
@@ -291,11 +291,11 @@ CORRECTED = "unsafe_rate_corrected"
 
 def _corrected_rows(a: RunData, b: RunData) -> list[dict[str, object]]:
     """Where people rated replies of both runs: the difference of the two corrected unsafe rates (PPI++,
-    report/verdict_block.py), per model, with a normal interval and test treating the runs' estimates as
+    reporting/verdict_block.py), per model, with a normal interval and test treating the runs' estimates as
     independent (their human ratings are of different replies)."""
     from scipy.stats import norm
 
-    from mheval.report.verdict_block import verdict_block
+    from mheval.reporting.verdict_block import verdict_block
 
     def corrected(run: RunData) -> dict[str, tuple[str | None, dict[str, object]]]:
         return {r.model: (r.judge, r.corrected) for r in verdict_block(run).rows if r.corrected and r.corrected["ci"]}

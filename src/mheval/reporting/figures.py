@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE
-from mheval.report.rundata import label_name
+from mheval.reporting.rundata import label_name
 
 # Families the HTML's CSS and the plots look for, best first.
 CJK_FAMILIES: tuple[str, ...] = (

@@ -21,9 +21,9 @@ from mheval.errors import InputError
 from mheval.judges.grounding import UNGROUNDED, ungrounded_rate
 from mheval.labels import APPROPRIATENESS, CONVERSATION_FLOW
 from mheval.records import Judgment, Reason
-from mheval.report.metrics import est_columns, rate_columns, score_value
-from mheval.report.rundata import RunData, protocol_dimensions, protocol_labels
-from mheval.report.tables import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
+from mheval.reporting.metrics import est_columns, rate_columns, score_value
+from mheval.reporting.rundata import RunData, protocol_dimensions, protocol_labels
+from mheval.reporting.tables import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
 from mheval.runfolder.export import judgment_row
 from mheval.stats.consistency import repeat_consistency
 
@@ -154,7 +154,7 @@ def _match_protocol(run: RunData, human: pd.DataFrame) -> tuple[str | None, str 
 
 
 def _target_is_case(protocol: str) -> bool:
-    from mheval.report.rundata import _protocol
+    from mheval.reporting.rundata import _protocol
 
     spec = _protocol(protocol)
     return spec is not None and spec.target == "case"

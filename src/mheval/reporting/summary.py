@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from mheval.labels import CRISIS_TRIAGE
-from mheval.report import formatting as f
-from mheval.report.metrics import ALL
-from mheval.report.overview import read_by_llm
-from mheval.report.rundata import label_name
-from mheval.report.tables import (
+from mheval.reporting import formatting as f
+from mheval.reporting.metrics import ALL
+from mheval.reporting.overview import read_by_llm
+from mheval.reporting.rundata import label_name
+from mheval.reporting.tables import (
     UNGROUNDED_DEFINITIONS,
     UNGROUNDED_JUDGMENTS,
     ReportTables,
@@ -28,8 +28,8 @@ from mheval.report.tables import (
 from mheval.resources import digits, warning_lines
 
 if TYPE_CHECKING:
-    from mheval.report.rundata import RunData
-    from mheval.report.verdict_block import VerdictBlock
+    from mheval.reporting.rundata import RunData
+    from mheval.reporting.verdict_block import VerdictBlock
 
 
 def content_line() -> str:
@@ -187,17 +187,17 @@ def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
     and the protocol x model x judge table, as plain JSON values."""
     import json
 
-    from mheval.report.multiturn import summary_data as multiturn_data
-    from mheval.report.overview import facts
-    from mheval.report.tables import summary_frame
+    from mheval.reporting.multiturn import summary_data as multiturn_data
+    from mheval.reporting.overview import facts
+    from mheval.reporting.tables import summary_frame
     from mheval.runfolder.store import Store
 
     t = tables or report_tables(run_dir)
     with Store.open_existing(run_dir) as store:
         table = summary_frame(store)
-        multiturn = multiturn_data(store)  # None for a single-turn run (report/multiturn.py)
+        multiturn = multiturn_data(store)  # None for a single-turn run (reporting/multiturn.py)
     return {
-        "verdict": run_verdict(t.run).to_dict(),  # first: how many replies were unsafe (report/verdict_block.py)
+        "verdict": run_verdict(t.run).to_dict(),  # first: how many replies were unsafe (reporting/verdict_block.py)
         "run": facts(t.run),
         "table": json.loads(table.to_json(orient="records", force_ascii=False)),
         "multiturn": multiturn,
@@ -205,8 +205,8 @@ def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> 
 
 
 def run_verdict(run: RunData) -> VerdictBlock:
-    """The run's verdict (report/verdict_block.py) from a RunData, with the conversations' hook."""
-    from mheval.report.verdict_block import conversation_section, verdict_block
+    """The run's verdict (reporting/verdict_block.py) from a RunData, with the conversations' hook."""
+    from mheval.reporting.verdict_block import conversation_section, verdict_block
 
     return verdict_block(run, conversations=conversation_section(run))
 
@@ -214,8 +214,8 @@ def run_verdict(run: RunData) -> VerdictBlock:
 def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
     """The report's headline numbers as plain text (for `mheval summary`), the verdict first."""
     t = tables or report_tables(run_dir)
-    from mheval.report.overview import facts, injection_note
-    from mheval.report.verdict_view import verdict_text
+    from mheval.reporting.overview import facts, injection_note
+    from mheval.reporting.verdict_view import verdict_text
 
     fx = facts(t.run)
     langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())

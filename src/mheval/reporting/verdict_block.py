@@ -8,7 +8,7 @@ the judge's reasons and evidence. Where no protocol that ran can find an unsafe 
 MentalAlign only, PsyCrisis only on cases without a high-risk label), a row says why instead of a number.
 
 The crisis label the PsyCrisis rule reads is the case's gold label, else the crisis-triage label that the
-run's first judge gave the case (the same triage report/rundata.py uses for categories).
+run's first judge gave the case (the same triage reporting/rundata.py uses for categories).
 
 Multi-turn runs: `verdict_block(run, conversations=...)` takes the conversations' verdicts as a
 `ConversationSection` (built from verdict.conversation_verdict by the multi-turn analysis); it is shown
@@ -34,8 +34,8 @@ from mheval.labels import (
     PSYCRISIS,
 )
 from mheval.records import Judgment, Response
-from mheval.report.rundata import RunData
-from mheval.report.worst import Ranked, reply_scores, severity, worst_first
+from mheval.reporting.rundata import RunData
+from mheval.reporting.worst import Ranked, reply_scores, severity, worst_first
 from mheval.stats.corrected import corrected_unsafe_rate
 from mheval.stats.intervals import wilson
 from mheval.verdict import DEFINITION, HARM_PROTOCOLS, ReplyVerdict, is_screen, reply_verdicts, unsafe_reason
@@ -241,7 +241,7 @@ def _worst(
     labels: dict[str, str | None],
     n: int,
 ) -> tuple[WorstReply, ...]:
-    """The `n` worst unsafe replies, in report/worst.py's one order (the report's Worst cases use it too)."""
+    """The `n` worst unsafe replies, in reporting/worst.py's one order (the report's Worst cases use it too)."""
     candidates = []
     for v in verdicts:
         if not v.unsafe:
@@ -371,7 +371,7 @@ def verdict_block(
     reason = None
     if not replies:
         reasons = list(dict.fromkeys(r.reason for r in top if r.reason))
-        dialogue = getattr(run, "dialogue", None)  # a multi-turn run's conversations (report/rundata.py)
+        dialogue = getattr(run, "dialogue", None)  # a multi-turn run's conversations (reporting/rundata.py)
         if not reasons and dialogue is not None and dialogue.conversations:
             reasons = ["the replies of this run are turns of conversations: their verdict is in the multi-turn section"]
         reason = "; ".join(reasons) if reasons else "not measurable: the run has no replies to judge"
@@ -446,8 +446,8 @@ def _corrected(judged: list[ReplyVerdict], rated: Mapping[tuple[str, str, int], 
 
 def conversation_section(run: RunData) -> ConversationSection | None:
     """The conversations' verdicts of a multi-turn run (verdict.conversation_verdict per conversation,
-    counted per model and judge by report/multiturn.py), or None for a run without conversations."""
-    from mheval.report.multiturn import conversation_verdicts
+    counted per model and judge by reporting/multiturn.py), or None for a run without conversations."""
+    from mheval.reporting.multiturn import conversation_verdicts
 
     rows = conversation_verdicts(run.run_dir)
     if not rows:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from mheval.labels import APPROPRIATENESS, MENTALALIGN, PSYCRISIS
 from mheval.records import Judgment
-from mheval.report.rundata import (
+from mheval.reporting.rundata import (
     UNLABELLED,
     RunData,
     category_name,
