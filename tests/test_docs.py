@@ -31,9 +31,10 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 WARNING_CODE = [
     ROOT / "src" / "mheval" / "resources" / "__init__.py",
     ROOT / "src" / "mheval" / "annotate" / "server.py",
-    ROOT / "src" / "mheval" / "report" / "summary.py",
-    ROOT / "src" / "mheval" / "report" / "html.py",
+    ROOT / "src" / "mheval" / "reporting" / "summary.py",
+    ROOT / "src" / "mheval" / "reporting" / "html.py",
     ROOT / "src" / "mheval" / "cli.py",
+    ROOT / "src" / "mheval" / "commands" / "console.py",
 ]
 TEMPLATES = sorted((ROOT / "src" / "mheval").glob("*/templates/*.j2"))
 

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("analysis", {"analysis", "training"}),
     ("running and rating", {"engine", "annotate"}),
     ("reading", {"reporting", "gating"}),
-    ("surface", {"api", "cli", "inspect", "__main__", "mheval"}),
+    ("surface", {"api", "cli", "commands", "inspect", "__main__", "mheval"}),
 ]
 LAYER_OF: dict[str, int] = {room: i for i, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

@@ -1,0 +1,102 @@
+"""The options and arguments several commands share, defined once (typer reads them from the annotations)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mheval.errors import InputError
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML run config; flags override it.")]
+SuiteOpt = Annotated[str | None, typer.Option("--suite", help="Built-in suite name or FORMAT:PATH.")]
+ModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="Target model spec (repeatable): PROVIDER/MODEL or PROVIDER/MODEL@BASE_URL. A base URL on "
+        "loopback or a private network (localhost, 127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16) needs no API key.",
+    ),
+]
+SamplesOpt = Annotated[int | None, typer.Option("--samples", help="Responses per case and model.")]
+JudgeOpt = Annotated[list[str] | None, typer.Option("--judge", "-j", help="`offline` or a model spec (repeatable).")]
+ProtocolOpt = Annotated[list[str] | None, typer.Option("--protocol", "-p", help="Protocol id (repeatable).")]
+RepeatsOpt = Annotated[int | None, typer.Option("--repeats", help="Judgments per unit (self-consistency).")]
+LimitOpt = Annotated[int | None, typer.Option("--limit", help="Use only the first N cases.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<suite>-<hash>).")]
+ConcOpt = Annotated[int | None, typer.Option("--concurrency", help="Units in flight at once.")]
+MaxTokOpt = Annotated[int | None, typer.Option("--max-tokens", help="Longest reply of a target model, in tokens.")]
+SimulatorOpt = Annotated[
+    str | None,
+    typer.Option("--simulator", help="Multi-turn suites: the model spec that plays the user (adaptive mode)."),
+]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mode", help="Multi-turn suites: replay (each beat's fixed words) or adaptive (the simulator writes them)."
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="No progress: neither the bar on a terminal nor the plain lines printed every few seconds "
+        "elsewhere (MHEVAL_QUIET=1 does the same).",
+    ),
+]
+ExecutorOpt = Annotated[
+    str | None,
+    typer.Option("--executor", help="local (this process) or ray (a Ray cluster; pip install 'mheval[ray]')."),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="With --executor ray: the cluster's address (default: a local Ray instance)."),
+]
+BatchOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--batch/--no-batch", help="Send remote calls as OpenAI Batch API jobs (half price, slower; resumable)."
+    ),
+]
+GroundingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grounding",
+        help="strict, flag or off: what an LLM judge's positive claim costs when its quote is not in "
+        "the response (strict withdraws it, flag keeps it and flags it).",
+    ),
+]
+PanelOpt = Annotated[
+    list[str] | None, typer.Option("--panel", help="Also aggregate the judges: majority, mean or median (repeatable).")
+]
+LeaveOwnOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--leave-own-model-out/--keep-own-model", help="Skip units where the judge is of the judged model's family."
+    ),
+]
+OnInjectionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--on-injection",
+        help="flag (keep judgments of replies with text addressed to the judge, and show their "
+        "share and the mean without them) or exclude (leave them out of every aggregate).",
+    ),
+]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="table, json or csv.")]
+REPORT_FORMATS = ("table", "json", "csv")
+TextJsonOpt = Annotated[str, typer.Option("--format", "-f", help="text or json.")]
+TEXT_JSON = ("text", "json")
+RunArg = Annotated[Path, typer.Argument(help="A run folder.")]
+StdoutOpt = Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")]
+StudyOpt = Annotated[str | None, typer.Option("--study", help="The study (default: the newest).")]
+
+
+def check_format(format: str, choices: tuple[str, ...]) -> None:
+    """The one check of a --format value, naming the choices."""
+    if format not in choices:
+        raise InputError(f"unknown format {format!r}", field="format", choices=choices)
