@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mheval.judges.offline.crisis_gate import CrisisGate, GateReading, gate_path, load_gate
+from mheval.judges.offline.crisis_gate import CrisisGate, gate_path, load_gate
 from mheval.judges.offline.judge import WEIGHTS_DIR, OfflineJudge
-from mheval.judges.offline.risk import RiskScreen, decide_triage, screen
+from mheval.judges.offline.risk import GateReading, RiskScreen, decide_triage, screen
 from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, HIGH_RISK, NO_CRISIS
 from mheval.records import Case, Turn
 

@@ -28,8 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from mheval.judges.offline.crisis_gate import GateReading
-from mheval.judges.offline.risk import RiskScreen, decide_triage
+from mheval.judges.offline.risk import GateReading, RiskScreen, decide_triage
 from mheval.judges.offline.trained import LinearHead, decide_severe
 from mheval.labels import CRISIS_LABELS, HIGH_RISK
 from mheval.training.fit import cohen_kappa, fit_head, fold_spread

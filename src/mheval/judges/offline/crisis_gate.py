@@ -22,24 +22,17 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from mheval.errors import InputError
+from mheval.judges.offline.risk import GateReading
 from mheval.judges.offline.trained import read_arrays, write_arrays
 
 FORMAT = "mheval-crisis-gate"
 FORMAT_VERSION = 2
 _ARRAYS = ("mean", "scale", "hidden_coef", "hidden_intercept", "coef", "intercept")
-
-
-class GateReading(NamedTuple):
-    """The gate's probability for one message and the two cut-offs triage decides with (risk.decide_triage)."""
-
-    probability: float
-    veto: float  # below it: no crisis, unless an explicit finding sets a floor
-    floor_veto: float  # below it: no crisis even with an explicit finding (floor_veto <= veto)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
-from mheval.judges.offline.crisis_gate import CrisisGate, GateReading, gate_path, load_gate
+from mheval.judges.offline.crisis_gate import CrisisGate, gate_path, load_gate
 from mheval.judges.offline.detector import HarmDetector, detector_path, load_detector
 from mheval.judges.offline.harm import HarmFinding, Unit
 from mheval.judges.offline.lexicon import (
@@ -42,7 +42,7 @@ from mheval.judges.offline.lexicon import (
     triage,
 )
 from mheval.judges.offline.reply_checks import ReplyChecks, check_reply
-from mheval.judges.offline.risk import RiskScreen, decide_triage, screen
+from mheval.judges.offline.risk import GateReading, RiskScreen, decide_triage, screen
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, HIGH_RISK, NO_CRISIS, PSYCRISIS
 from mheval.records import Case, Judgment, Response
 from mheval.verdict import HARMFUL_LEVEL

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from mheval.judges.offline.crisis_gate import GateReading
 from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, THIRD_PARTY
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
 from mheval.labels import HIGH_RISK, NO_CRISIS
@@ -137,6 +137,14 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
     return RiskScreen(
         tuple(findings), tuple(dict.fromkeys(idioms)), tuple(dict.fromkeys(set_aside)), severe_cue, lexical.label
     )
+
+
+class GateReading(NamedTuple):
+    """The crisis gate's probability for one message and the two cut-offs triage decides with (crisis_gate.py)."""
+
+    probability: float
+    veto: float  # below it: no crisis, unless an explicit finding sets a floor
+    floor_veto: float  # below it: no crisis even with an explicit finding (floor_veto <= veto)
 
 
 def decide_triage(
