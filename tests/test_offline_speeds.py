@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from cli_inprocess import mheval
 from mheval.config import RunConfig
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_FAST, build_judge, judge_model_specs
@@ -117,11 +118,9 @@ def test_train_command_takes_a_feature_set(tmp_path: Path) -> None:
     data = tmp_path / "labels.jsonl"
     data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     out = tmp_path / "judge.npz"
-    done = subprocess.run(
-        [sys.executable, "-m", "mheval", "train", str(data), "-o", str(out), "--text-field", "text",
-         "--label-field", "label", "--features", "ngram", "--folds", "2", "--group-field", "source"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    # In-process (tests/cli_inprocess.py): the option is what is tested, not a fresh interpreter's start-up.
+    done = mheval("train", str(data), "-o", str(out), "--text-field", "text", "--label-field", "label",
+                  "--features", "ngram", "--folds", "2", "--group-field", "source")  # fmt: skip
     assert done.returncode == 0, done.stderr
     printed = json.loads(done.stdout)
     assert printed["grouped"] is True and "across_folds" in printed["figures"]
