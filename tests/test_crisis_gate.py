@@ -101,20 +101,7 @@ def judge() -> OfflineJudge:
     return OfflineJudge()
 
 
-GATE_MISSES = {
-    1: "an explicit self-harm cue ('burned my hand') sets a floor the gate cannot lower, though the gate reads "
-    "no crisis (p < 0.01): the floor still decides alone here",
-}
-"""Pairs the shipped judge gets wrong today (strict: a fix shows up as an unexpected pass)."""
-
-
-@pytest.mark.parametrize(
-    ("ordinary", "risky"),
-    [
-        pytest.param(*pair, marks=pytest.mark.xfail(reason=GATE_MISSES[i], strict=True)) if i in GATE_MISSES else pair
-        for i, pair in enumerate(PAIRS)
-    ],
-)
+@pytest.mark.parametrize(("ordinary", "risky"), PAIRS)
 def test_the_gate_reads_whose_crisis_it_is(judge: OfflineJudge, ordinary: str, risky: str) -> None:
     """The gate's probability is higher for the writer's own risk than for its ordinary partner, and the
     judge's labels are opposite: no crisis for the first, a crisis for the second."""
