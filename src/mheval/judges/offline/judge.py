@@ -5,8 +5,8 @@
   of danger, an attempt, a farewell or a self-harm act sets a floor the classifier cannot lower, and
   idioms or talk about other people cannot raise an alarm alone (`risk.decide_triage`); the crisis
   gate (crisis_gate.py, weights/crisis-gate.npz) clears a message it reads as no crisis of the user's
-  own, and clears the floor too only when it is very sure (the findings are cue lists). Evidence: the findings' and the lexicon's spans. Without
-  models: the lexicon under the same floor.
+  own, and the floor too only when it is very sure (the findings are cue lists). Evidence: the
+  findings' and the lexicon's spans. Without models: the lexicon under the same floor.
 - `psycrisis`: the bilingual lexicon (five dimensions, evidence spans that are substrings of the
   reply). There is no public PsyCrisis data to train on, so the lexicon stays the signal.
 - `dialogue-safety` and `appropriateness`: trained models (weights/*.npz), when present.
