@@ -22,6 +22,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from annotate_helpers import build_run
+from cli_inprocess import mheval
 from mheval.annotate import init_study, study_status
 
 
@@ -145,8 +146,7 @@ def test_two_raters_rate_ten_units_with_the_keyboard_only(tmp_path: Path) -> Non
     (risk,) = [a for a in status.agreement if a.question == "risk_assessment"]
     assert risk.units == 10 and risk.pairs[0][2].value == pytest.approx(expected)
     assert all(r.done == 10 for r in status.raters)
-    cli = subprocess.run([sys.executable, "-m", "mheval", "annotate", "status", str(run_dir)], capture_output=True,
-                         text=True, stdin=subprocess.DEVNULL)  # fmt: skip
+    cli = mheval("annotate", "status", str(run_dir))  # in-process (tests/cli_inprocess.py): the output is tested
     assert cli.returncode == 0 and f"{expected:.3f}" in cli.stdout
     print(json.dumps({"keyboard_seconds_per_unit": round(sum(per_unit) / len(per_unit), 3), "units": len(per_unit)}))
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_inprocess import mheval
 from mheval.conversations.scenario import (
     EXPECTATIONS,
     MUST,
@@ -198,19 +197,12 @@ def test_every_builtin_scenario_passes_and_chinese_ones_use_one_script_only():
 def test_suites_list_names_the_scenarios_format():
     names = dict(list_suites())
     assert "scenarios:PATH" in names and "YAML" in names["scenarios:PATH"]
-    shown = subprocess.run(
-        [sys.executable, "-m", "mheval", "suites", "list"], capture_output=True, text=True, timeout=120
-    )
+    shown = mheval("suites", "list")  # in-process (tests/cli_inprocess.py): the command's output is tested
     assert shown.returncode == 0 and "scenarios:PATH" in shown.stdout
 
 
 def test_the_cli_refuses_a_contradictory_scenario_with_exit_code_2(tmp_path):
     path = write(tmp_path, FAMILY="benign_control", RISK="none")
-    shown = subprocess.run(
-        [sys.executable, "-m", "mheval", "suites", "show", f"scenarios:{path}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    shown = mheval("suites", "show", f"scenarios:{path}")  # exit code and error line as the entry point gives them
     assert shown.returncode == 2
     assert f"{path}:19" in shown.stderr and "beats.1.discloses_risk" in shown.stderr
