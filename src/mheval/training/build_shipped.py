@@ -35,7 +35,7 @@ from mheval.judges.offline.embed import encoder_version
 from mheval.judges.offline.features import Item, encoders, featurize, ngram_columns
 from mheval.judges.offline.judge import MODEL_PROTOCOLS, model_path
 from mheval.judges.offline.lexicon import triage
-from mheval.judges.offline.risk import screen
+from mheval.judges.offline.risk import GateReading, screen
 from mheval.judges.offline.trained import TrainedJudge
 from mheval.labels import APPROPRIATENESS, CRISIS_LABELS, CRISIS_TRIAGE, DIALOGUE_SAFETY
 from mheval.records import Case
@@ -160,10 +160,12 @@ def _triage_table(
 
 
 def _triage_model(
-    blocks: list[str], cases: list[Case], table: TriageTable, files: list[Path], folds: int, seed: int, fast: bool
-) -> tuple[TrainedJudge, dict[str, Any]]:
+    blocks: list[str], cases: list[Case], table: TriageTable, files: list[Path], folds: int, seed: int, fast: bool,
+    gate_readings: Sequence[GateReading],
+) -> tuple[TrainedJudge, dict[str, Any]]:  # fmt: skip
     """Nested grouped CV of one feature set, then the same choices made on every dataset and one fit.
-    `table` carries the crisis gate's out-of-fold probabilities: the CV decides with them as the judge does."""
+    `table` carries the crisis gate's out-of-fold probabilities: the CV decides with them as the judge does.
+    `gate_readings` are the shipped gate's, case by case: the in-sample check decides as the shipped judge."""
     x = featurize(blocks, [Item(c) for c in cases])
     ngram = ngram_columns(blocks)
     options: dict[str, Any] = {
@@ -191,7 +193,8 @@ def _triage_model(
             "data": [
                 "help_harm/human_crisis_labels.dev.jsonl (4 human labels per case)",
                 f"help_harm/test_inputs.jsonl + llm_crisis_labels/{LLM_LABELS} (distilled)",
-                "crisis-core (built in) and corpus/messages (train and tune splits)",
+                "crisis-core (built in) and corpus/messages (train and tune splits, but those of "
+                f"{', '.join(GATE_ONLY_WRITERS)})",
             ],
             "data_sha256": [_sha(f) for f in files],
             "rows": len(cases),
@@ -206,7 +209,7 @@ def _triage_model(
     judge = TrainedJudge(head, meta, name="offline:fast" if fast else "offline")
     human = table.human_cases()
     proba = head.proba(x[human])
-    chosen = decide(proba, final.threshold, table.screens_of(human), table.gates_of(human))
+    chosen = decide(proba, final.threshold, table.screens_of(human), [gate_readings[c] for c in human])
     in_sample = [CRISIS_LABELS[int(i)] for i in chosen]
     raters = [table.raters[c] for c in human]
     figures = {
@@ -235,12 +238,11 @@ def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]
     figures: dict[str, Any] = {}
     for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):
         gate_blocks = GATE_FAST_BLOCKS if fast else GATE_BLOCKS
-        gate, own_crisis, gate_figures = build_gate(
-            featurize(gate_blocks, [Item(c) for c in gate_cases]), gate_cases, gate_table, gate_blocks
-        )
+        gate_x = featurize(gate_blocks, [Item(c) for c in gate_cases])
+        gate, own_crisis, gate_figures = build_gate(gate_x, gate_cases, gate_table, gate_blocks)
         table.own_crisis, table.vetoes = own_crisis[in_classifier], (gate.veto, gate.floor_veto)
         gate.save(gate_path(out, fast))
-        judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast)
+        judge, fig = _triage_model(blocks, cases, table, files, folds, seed, fast, gate.read(gate_x[in_classifier]))
         judge.save(model_path(out, CRISIS_TRIAGE, fast))
         figures["fast" if fast else "default"] = {**fig, "crisis_gate": gate_figures}
     hh = data / "help_harm"
