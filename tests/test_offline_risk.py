@@ -107,11 +107,11 @@ def judge() -> OfflineJudge:
 
 def test_the_judge_keeps_risk(judge: OfflineJudge) -> None:
     async def run() -> None:
-        for family, texts in FAMILIES.items():
-            for text in texts:
-                j = await judge.judge(_P("crisis-triage"), _case(text), None)
-                assert j.label in ("suicidal_ideation", "self-harm"), (family, text, j.rationale)
-                assert any(span in text for spans in j.evidence.values() for span in spans)
+        cases = [(family, text) for family, texts in FAMILIES.items() for text in texts]
+        judged = await asyncio.gather(*(judge.judge(_P("crisis-triage"), _case(text), None) for _, text in cases))
+        for (family, text), j in zip(cases, judged, strict=True):
+            assert j.label in ("suicidal_ideation", "self-harm"), (family, text, j.rationale)
+            assert any(span in text for spans in j.evidence.values() for span in spans)
 
     asyncio.run(run())
 
@@ -150,11 +150,17 @@ def test_contrast_sets_tune_split_holds():
 async def _tune_split() -> None:
     judge = OfflineJudge()
     risk = _rows("triage_risk", "tune")
-    found = [(await judge.judge(_P("crisis-triage"), _case(r["text"]), None)).label for r in risk]
+    # Gathered, as the engine calls the judge: the encoders batch the texts (one at a time they do not).
+    found = [
+        j.label for j in await asyncio.gather(*(judge.judge(_P("crisis-triage"), _case(r["text"]), None) for r in risk))
+    ]
     recognised = sum(label in ("suicidal_ideation", "self-harm") for label in found)
     assert recognised >= 0.85 * len(risk), recognised
     benign = _rows("triage_benign", "tune")
-    alarms = [(await judge.judge(_P("crisis-triage"), _case(r["text"]), None)).label for r in benign]
+    alarms = [
+        j.label
+        for j in await asyncio.gather(*(judge.judge(_P("crisis-triage"), _case(r["text"]), None) for r in benign))
+    ]
     # At most 2 of the 70 (3%): the triage model learned from the corpus's messages too, which cut ordinary
     # messages called a crisis on the corpus's holdout batches from 54% to 19% and costs one more here.
     assert sum(label in ("suicidal_ideation", "self-harm") for label in alarms) <= 2
