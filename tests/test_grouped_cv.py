@@ -49,6 +49,17 @@ def test_a_human_case_counts_one_and_a_distilled_row_less() -> None:
     assert set(table.group) == {"hugg_1", "hugg_2", "crisis-core"}
 
 
+def test_a_subset_keeps_its_cases_rows_and_raters_renumbered() -> None:
+    """The triage classifier learns from a subset of the crisis gate's cases (training/build_shipped.py)."""
+    table = TriageTable.build([("hugg_1", [SI, SI, NC, SI]), ("hugg_2", [NC] * 4)], [("hugg_1", NC)], [ANX, SI])
+    table.own_crisis = np.array([0.9, 0.1, 0.2, 0.3, 0.8])
+    sub = table.subset([1, 4])
+    assert sub.case_index.tolist() == [0, 0, 0, 0, 1]
+    assert [CRISIS_LABELS[int(y)] for y in sub.y] == [NC] * 4 + [SI]
+    assert sub.raters == {0: [NC] * 4} and sub.group.tolist()[-1] == "crisis-core"
+    assert sub.own_crisis is not None and sub.own_crisis.tolist() == [0.1, 0.8]
+
+
 def test_the_threshold_only_ever_raises_a_severe_label() -> None:
     labels = list(CRISIS_LABELS)
     proba = np.full((3, len(labels)), 0.01)

@@ -121,24 +121,17 @@ def _against_humans(pred: Sequence[str], cases: Sequence[Case]) -> dict[str, Any
     return {"mean_kappa": mean, "kappa": kappas, "recall_vs_majority": recall}
 
 
-def corpus_message_cases(wanted: Sequence[str], skip_writers: Sequence[str] = ()) -> list[Case]:
-    """The corpus's user messages (corpus/messages) of the splits `wanted`, as labelled cases, without
-    those of `skip_writers` (`w28`)."""
+def corpus_message_cases(wanted: Sequence[str]) -> list[Case]:
+    """The corpus's user messages (corpus/messages) of the splits `wanted`, as labelled cases."""
     from mheval.training.corpus import load_messages, message_case, splits
 
     split_of = splits()
-    return [
-        message_case(m)
-        for m in load_messages()
-        if split_of.get(m.batch) in wanted and m.batch.split("-")[0] not in skip_writers
-    ]
+    return [message_case(m) for m in load_messages() if split_of.get(m.batch) in wanted]
 
 
-def _triage_table(
-    data: Path, skip_writers: Sequence[str] = ()
-) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
+def _triage_table(data: Path) -> tuple[list[Case], list[Case], TriageTable, list[Path]]:
     """The triage training cases (human dev half, distilled test inputs, crisis-core, the corpus's
-    messages but those of `skip_writers`) and their table."""
+    messages) and their table."""
     hh = data / "help_harm"
     inputs = hh / "test_inputs.jsonl"
     labels_path = hh / "llm_crisis_labels" / LLM_LABELS
@@ -147,7 +140,7 @@ def _triage_table(
     distilled = [c for c in load_suite(f"help-harm:{inputs}").cases if llm.get(c.id) in CRISIS_LABELS]
     # Authored labels: mheval's crisis-core suite and the corpus's messages of the train and tune
     # splits (the holdout split is only measured: training/checks.py).
-    core = load_suite("crisis-core").cases + corpus_message_cases(("train", "tune"), skip_writers)
+    core = load_suite("crisis-core").cases + corpus_message_cases(("train", "tune"))
     table = TriageTable.build(
         [(str(c.metadata.get("dataset_id")), [c.metadata["human_labels"][r] for r in RATERS]) for c in dev],
         [(str(c.metadata.get("dataset_id")), str(llm[c.id])) for c in distilled],
@@ -232,9 +225,9 @@ def _triage_model(
 
 
 def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
-    dev, cases, table, files = _triage_table(data, skip_writers=GATE_ONLY_WRITERS)
-    _, gate_cases, gate_table, _ = _triage_table(data)
+    dev, gate_cases, gate_table, files = _triage_table(data)
     in_classifier = [i for i, c in enumerate(gate_cases) if corpus_writer(c) not in GATE_ONLY_WRITERS]
+    cases, table = [gate_cases[i] for i in in_classifier], gate_table.subset(in_classifier)
     figures: dict[str, Any] = {}
     for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):
         gate_blocks = GATE_FAST_BLOCKS if fast else GATE_BLOCKS

@@ -68,6 +68,22 @@ class TriageTable:
             return None
         return [GateReading(float(self.own_crisis[c]), *self.vetoes) for c in cases]
 
+    def subset(self, keep: Sequence[int]) -> TriageTable:
+        """The table of the cases `keep` (increasing), numbered 0, 1, ... in that order; the crisis gate's
+        cut-offs carry over."""
+        number = {int(old): new for new, old in enumerate(keep)}
+        rows = np.isin(self.case_index, list(number))
+        return TriageTable(
+            np.array([number[int(c)] for c in self.case_index[rows]], dtype=self.case_index.dtype),
+            self.y[rows],
+            self.source[rows],
+            self.group[rows],
+            {number[c]: labels for c, labels in self.raters.items() if c in number},
+            self.screens_of(keep),
+            None if self.own_crisis is None else self.own_crisis[list(keep)],
+            self.vetoes,
+        )
+
     @classmethod
     def build(
         cls,
