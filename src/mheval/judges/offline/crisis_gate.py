@@ -70,6 +70,14 @@ def gate_path(folder: Path, fast: bool = False) -> Path:
     return folder / f"crisis-gate{'.fast' if fast else ''}.npz"
 
 
+@functools.lru_cache(maxsize=8)
+def gate_beside(triage_file: Path) -> CrisisGate | None:
+    """The crisis gate built with a triage model file (the fast one beside a fast file), or None: looked up
+    once per file, not at every judgment."""
+    found = gate_path(triage_file.parent, triage_file.name.endswith(".fast.npz"))
+    return load_gate(found) if found.is_file() else None
+
+
 @functools.lru_cache(maxsize=4)
 def load_gate(path: Path) -> CrisisGate:
     arrays, meta = read_arrays(path, "crisis-gate model file")

@@ -128,6 +128,16 @@ def ngram_columns(blocks: Sequence[str]) -> np.ndarray:
     return np.concatenate([np.full(width(b), is_ngram(b)) for b in blocks]) if blocks else np.zeros(0, dtype=bool)
 
 
+def block_columns(blocks: Sequence[str], wanted: Sequence[str]) -> np.ndarray:
+    """The column indices, within a feature vector of `blocks`, of the blocks `wanted` (in their order), so a
+    second model reading a subset of the blocks reuses the vector instead of featurising again."""
+    starts = dict(zip(blocks, np.cumsum([0, *(width(b) for b in blocks)]).tolist(), strict=False))
+    missing = [b for b in wanted if b not in starts]
+    if missing:
+        raise InputError(f"feature blocks {missing} are not among {list(blocks)}", field="features")
+    return np.concatenate([np.arange(starts[b], starts[b] + width(b)) for b in wanted]).astype(int)
+
+
 def encoders(blocks: Sequence[str]) -> list[embed.EncoderKind]:
     """The sentence encoders a list of blocks needs ("use", "e5"), in a stable order."""
     kinds = [ENCODER_OF_BLOCK.get(b.partition(":")[0]) for b in blocks]

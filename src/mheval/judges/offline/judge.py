@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from mheval.errors import InputError
-from mheval.judges.offline.crisis_gate import CrisisGate, gate_path, load_gate
+from mheval.judges.offline.crisis_gate import CrisisGate, gate_beside
 from mheval.judges.offline.detector import HarmDetector, detector_path, load_detector
 from mheval.judges.offline.harm import HarmFinding, Unit
 from mheval.judges.offline.lexicon import (
@@ -145,10 +145,7 @@ class OfflineJudge:
     def crisis_gate(self) -> CrisisGate | None:
         """The crisis gate beside the triage model file (the fast one beside a fast file), or None."""
         path = self.models.get(CRISIS_TRIAGE)
-        if path is None:
-            return None
-        found = gate_path(path.parent, path.name.endswith(".fast.npz"))
-        return load_gate(found) if found.is_file() else None
+        return None if path is None else gate_beside(path)
 
     async def judge(
         self,
@@ -208,7 +205,7 @@ class OfflineJudge:
         model = self.model(CRISIS_TRIAGE)
         if model is None:
             return self._lexicon_triage(lexical, risk, ids)
-        from mheval.judges.offline.features import Item, afeaturize
+        from mheval.judges.offline.features import Item, afeaturize, block_columns
 
         try:
             x = await afeaturize(model.blocks, [Item(case)])
@@ -220,7 +217,8 @@ class OfflineJudge:
         proba = model.head.proba(x)[0]
         labels = model.labels
         gate = self.crisis_gate()
-        own = None if gate is None else gate.read(await afeaturize(list(gate.blocks), [Item(case)]))[0]
+        # The gate reads a subset of the classifier's blocks: its features are columns of `x`.
+        own = None if gate is None else gate.read(x[:, block_columns(model.blocks, gate.blocks)])[0]
         label = labels[decide_triage(proba, labels, model.severe_threshold, risk, gate=own)]
         ranked = sorted(zip(labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
         confidence = float(proba[labels.index(label)])
