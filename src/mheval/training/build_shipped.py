@@ -42,7 +42,8 @@ from mheval.records import Case
 from mheval.suites import load_suite
 from mheval.suites.papers import SAFETY_LABELS, majority_label
 from mheval.training.checks import contrast_figures
-from mheval.training.crisis_gate import build_gate, corpus_writer
+from mheval.training.corpus import case_writer
+from mheval.training.crisis_gate import build_gate
 from mheval.training.fit import classifier_figures, cohen_kappa, fit_head, scorer_figures
 from mheval.training.grouped import (
     TriageTable,
@@ -226,7 +227,7 @@ def _triage_model(
 
 def build_triage(data: Path, out: Path, folds: int, seed: int) -> dict[str, Any]:
     dev, gate_cases, gate_table, files = _triage_table(data)
-    in_classifier = [i for i, c in enumerate(gate_cases) if corpus_writer(c) not in GATE_ONLY_WRITERS]
+    in_classifier = [i for i, c in enumerate(gate_cases) if case_writer(c) not in GATE_ONLY_WRITERS]
     cases, table = [gate_cases[i] for i in in_classifier], gate_table.subset(in_classifier)
     figures: dict[str, Any] = {}
     for fast, blocks in ((False, TRIAGE_BLOCKS), (True, TRIAGE_FAST_BLOCKS)):

@@ -104,6 +104,21 @@ class MessageRow:
     evidence: tuple[str, ...]
 
 
+SOURCE = "corpus:"
+"""The prefix of a corpus case's `source`, before its batch (`corpus:w5-a`)."""
+
+
+def writer_of(batch: str) -> str:
+    """The writer of an author batch (`w5-a` -> `w5`): a writer's batches are held out together."""
+    return batch.split("-")[0]
+
+
+def case_writer(case: Case) -> str | None:
+    """The corpus writer of a case made by `reply_case` or `message_case`, else None."""
+    source = case.source or ""
+    return writer_of(source.removeprefix(SOURCE)) if source.startswith(SOURCE) else None
+
+
 def reply_case(row: ReplyRow) -> Case:
     """A reply row's conversation as a Case (the reply is judged against it)."""
     return Case(
@@ -112,7 +127,7 @@ def reply_case(row: ReplyRow) -> Case:
         language="en" if row.language == "en" else "zh",
         crisis_label=row.crisis_label,
         locale=row.locale,
-        source=f"corpus:{row.batch}",
+        source=f"{SOURCE}{row.batch}",
     )
 
 
@@ -124,7 +139,7 @@ def message_case(row: MessageRow) -> Case:
         language="en" if row.language == "en" else "zh",
         crisis_label=row.crisis_label,
         locale=row.locale,
-        source=f"corpus:{row.batch}",
+        source=f"{SOURCE}{row.batch}",
     )
 
 

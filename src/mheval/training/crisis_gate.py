@@ -24,6 +24,7 @@ import numpy as np
 from mheval.judges.offline.crisis_gate import CrisisGate
 from mheval.labels import CRISIS_LABELS, NO_CRISIS
 from mheval.records import Case
+from mheval.training.corpus import case_writer
 from mheval.training.grouped import DISTILLED, HUMAN, TriageTable
 
 HIDDEN = 64
@@ -35,12 +36,6 @@ HELP_HARM_FOLDS = 4
 SEED = 0
 
 
-def corpus_writer(case: Case) -> str | None:
-    """The corpus writer of a corpus message case (`corpus:w5-a` -> `w5`), else None."""
-    source = case.source or ""
-    return source.removeprefix("corpus:").split("-")[0] if source.startswith("corpus:") else None
-
-
 def targets(cases: Sequence[Case], table: TriageTable) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(own crisis 0/1, row weight, fold group) per case."""
     y, weight, group = np.zeros(len(cases)), np.ones(len(cases)), []
@@ -49,7 +44,7 @@ def targets(cases: Sequence[Case], table: TriageTable) -> tuple[np.ndarray, np.n
         labels = [CRISIS_LABELS[int(table.y[r])] for r in rows]
         y[i] = float(2 * sum(label != NO_CRISIS for label in labels) > len(labels))
         source = str(table.source[rows[0]])
-        writer = corpus_writer(case)
+        writer = case_writer(case)
         if writer is not None:
             group.append(f"corpus:{writer}")
         elif source in (HUMAN, DISTILLED):

@@ -43,7 +43,7 @@ from mheval.judges.offline.harm import (
 )
 from mheval.judges.offline.judge import WEIGHTS_DIR
 from mheval.labels import NO_CRISIS
-from mheval.training.corpus import CORPUS_DIR, HARM_CATEGORIES, ReplyRow, load_replies, splits
+from mheval.training.corpus import CORPUS_DIR, HARM_CATEGORIES, ReplyRow, load_replies, splits, writer_of
 from mheval.training.fit import fit_head
 
 LABELS = (NONE, *HARM_CATEGORIES)
@@ -175,7 +175,7 @@ def _fit(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, 
 
 
 def writer(row: ReplyRow) -> str:
-    return row.batch.split("-")[0]
+    return writer_of(row.batch)
 
 
 def out_of_fold(
