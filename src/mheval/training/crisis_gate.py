@@ -113,7 +113,7 @@ def build_gate(
         test = np.isin(groups, held)
         oof[test] = _gate(_fit(x[~test], y[~test], weight[~test]), blocks, (0.0, 0.0), {}).probability(x[test])
     corpus = np.array([g.startswith("corpus:") for g in group])
-    human = np.array([str(table.source[np.flatnonzero(table.case_index == i)[0]]) == HUMAN for i in range(len(cases))])
+    human = np.isin(np.arange(len(cases)), table.human_cases())
     risk, ordinary = corpus & (y == 1), corpus & (y == 0)
     veto = float(np.quantile(oof[risk], 1.0 - KEEP_RISK))
     assert table.screens is not None, "the gate's floor veto needs the cases' risk screens"
