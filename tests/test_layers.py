@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "foundation",
         {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress", "digest", "version", "plugins"},
     ),
-    ("core", {"verdict", "protocols", "stats", "resources"}),
+    ("core", {"verdict", "protocols", "stats", "resources", "redaction"}),
     ("access", {"models", "config"}),
     ("judging", {"judges"}),
     ("inputs", {"suites", "conversations"}),
