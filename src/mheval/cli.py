@@ -25,12 +25,14 @@ from mheval.commands.options import (
     ConcOpt,
     ConfigOpt,
     ExecutorOpt,
+    ExpectOpt,
     FormatOpt,
     GroundingOpt,
     JudgeOpt,
     LeaveOwnOpt,
     LimitOpt,
     MaxTokOpt,
+    ModelNameOpt,
     ModelOpt,
     ModeOpt,
     OnInjectionOpt,
@@ -41,9 +43,11 @@ from mheval.commands.options import (
     QuietOpt,
     RayAddressOpt,
     RepeatsOpt,
+    RolesOpt,
     RunArg,
     SamplesOpt,
     SimulatorOpt,
+    SkipBadOpt,
     StdoutOpt,
     SuiteOpt,
     TextJsonOpt,
@@ -113,6 +117,8 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 
     for stats in take_generation_stats():  # the embedded targets' speed ("generation took X s at Y tokens/s")
         err.print(stats.line(), highlight=False, markup=False)
+    for note in result.notes:  # the bad conversations an import skipped, with why
+        err.print(note, highlight=False, markup=False, soft_wrap=True)
     if result.redone:
         from mheval.engine.identity import describe_redone
 
@@ -180,10 +186,15 @@ def run(
     ray_address: RayAddressOpt = None,
     simulator: SimulatorOpt = None,
     mode: ModeOpt = None,
+    roles: RolesOpt = None,
+    model_name: ModelNameOpt = None,
+    expect: ExpectOpt = None,
+    skip_bad: SkipBadOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge (for a multi-turn suite: play, judge each turn, judge
-    each conversation). Run it again to resume."""
+    each conversation; for recorded conversations, transcripts:PATH, nothing is generated). Run it again to
+    resume."""
     _run_stages(("triage", "generate", "judge"), **locals())
 
 
@@ -245,9 +256,14 @@ def judge(
     batch: BatchOpt = None,
     executor: ExecutorOpt = None,
     ray_address: RayAddressOpt = None,
+    roles: RolesOpt = None,
+    model_name: ModelNameOpt = None,
+    expect: ExpectOpt = None,
+    skip_bad: SkipBadOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Judge responses: those in the run folder, the suite's own (already-answered suites), or --responses."""
+    """Judge responses: those in the run folder, the suite's own (already-answered suites), --responses, or
+    recorded conversations (--suite transcripts:PATH)."""
     _run_stages(("triage", "judge"), **locals())
 
 

@@ -87,6 +87,15 @@ class RunConfig(BaseModel):
     # write them. None picks adaptive when a simulator is given, replay otherwise.
     simulator: str | None = None
     mode: Literal["adaptive", "replay"] | None = None
+    # Recorded conversations (`transcripts:PATH` suites, conversations/imported.py): role names per side
+    # ({"user": ["Patient"], "assistant": ["Bot"]}, or the command line's "user=Patient,assistant=Bot"), the
+    # model name when a record has none, expectations for every conversation ({"must": [...], "must_not":
+    # [...]}, or the command line's ["must=probe_risk,crisis_line"]; a record's own metadata.expect wins), and
+    # whether a bad conversation is skipped and counted instead of stopping the import.
+    roles: dict[str, list[str]] | str | None = None
+    model_name: str | None = None
+    expect: dict[str, list[str]] | list[str] | None = None
+    skip_bad: bool = False
 
     @property
     def dialogue_mode(self) -> Literal["adaptive", "replay"]:

@@ -200,7 +200,7 @@ class Conversation(_Record):
     scenario_id: str
     model: str
     sample: int = 0
-    mode: Literal["adaptive", "replay"]
+    mode: Literal["adaptive", "replay", "imported"]  # imported: a recorded conversation (conversations/imported.py)
     simulator: str | None = None
     turns: int = 0
     stop_reason: str

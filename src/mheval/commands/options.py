@@ -38,6 +38,37 @@ ModeOpt = Annotated[
         "--mode", help="Multi-turn suites: replay (each beat's fixed words) or adaptive (the simulator writes them)."
     ),
 ]
+# Recorded conversations (`--suite transcripts:PATH`, docs/transcripts.md).
+RolesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--roles",
+        help="Recorded conversations: the role names of each side, e.g. user=Patient,assistant=Bot (a side "
+        "given replaces its defaults: user, human / assistant, agent, bot).",
+    ),
+]
+ModelNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model-name", help="Recorded conversations: the model name when a record has none (default: the file's name)."
+    ),
+]
+ExpectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--expect",
+        help="Recorded conversations: expectations for every conversation, must=ID,... or must_not=ID,... "
+        "(repeatable; a record's own metadata.expect wins).",
+    ),
+]
+SkipBadOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--skip-bad/--no-skip-bad",
+        help="Recorded conversations: skip a bad conversation and count it, with its reason, instead of stopping "
+        "with exit code 2 (nothing is judged in part either way).",
+    ),
+]
 QuietOpt = Annotated[
     bool,
     typer.Option(

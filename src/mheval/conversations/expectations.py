@@ -147,15 +147,17 @@ def escalated_turns(j: Judgment | None) -> set[int] | None:
 
 
 def offline_expectations(
-    scenario: Scenario, exchanges: Sequence[Exchange], harm: Mapping[int, Any] | None = None, **ids: Any
-) -> Judgment:
+    scenario: Scenario, exchanges: Sequence[Exchange], harm: Mapping[int, Any] | None = None,
+    truth: Truth | None = None, **ids: Any,
+) -> Judgment:  # fmt: skip
     """The offline judge's verdict on each expectation of one conversation (see the module docstring).
     `harm` maps a turn to the reply-harm detector's finding for its reply (judges/offline/harm.py); the
-    must_not expectations about harm read it, and are unknown for a turn without one."""
+    must_not expectations about harm read it, and are unknown for a turn without one. `truth` is the
+    scenario's unless given (an imported conversation's comes from the judge's triage)."""
     from mheval.judges.offline.reply_checks import check_reply  # the one reading of what a reply does
 
     ordered = sorted(exchanges, key=lambda e: e.turn)
-    truth = scenario_truth(scenario, ordered)
+    truth = truth if truth is not None else scenario_truth(scenario, ordered)
     harm = harm or {}
     checks = {
         e.turn: check_reply(e.reply, crisis_label=truth.label_at(e.turn), locale=scenario.locale, harm=harm.get(e.turn))

@@ -24,6 +24,7 @@ from mheval.conversations.expectations import (
 from mheval.conversations.flow import ground_quotes, quoted_turn
 from mheval.conversations.flow_judge import render_transcript
 from mheval.conversations.scenario import MUST, MUST_NOT, Scenario
+from mheval.conversations.truth import Truth
 from mheval.labels import EXPECTATIONS
 from mheval.models.base import ChatModel, ModelError
 from mheval.protocols.lenient_json import find_objects
@@ -119,9 +120,10 @@ def render_prompt(scenario: Scenario, exchanges: list[Exchange]) -> str:
 
 async def judge_expectations(
     scenario: Scenario, exchanges: list[Exchange], *, judge: str, judge_model: ChatModel | None, model: str,
-    sample: int, config: RunConfig,
+    sample: int, config: RunConfig, truth: Truth | None = None,
 ) -> Judgment:  # fmt: skip
-    """One judge's verdict on one conversation's expectations (never raises for a judge's failure)."""
+    """One judge's verdict on one conversation's expectations (never raises for a judge's failure); `truth`
+    is what the offline judge reads where risk was disclosed (default: the scenario's)."""
     ids: dict[str, Any] = {
         "case_id": scenario.id, "protocol": EXPECTATIONS, "judge": judge, "model": model, "sample": sample,
     }  # fmt: skip
@@ -133,7 +135,7 @@ async def judge_expectations(
         detector = shipped_detector(fast=judge.endswith(":fast"))
         ordered = sorted(exchanges, key=lambda e: e.turn)
         harm = await read_conversation(detector, [(e.turn, e.user, e.reply) for e in ordered]) if detector else {}
-        return offline_expectations(scenario, exchanges, harm, **ids)
+        return offline_expectations(scenario, exchanges, harm, truth, **ids)
     messages = [{"role": "user", "content": render_prompt(scenario, exchanges)}]
     try:
         c = await judge_model.complete(

@@ -29,7 +29,7 @@ from typing import Any
 
 from mheval.conversations.scenario import Scenario, split_turn_case_id
 from mheval.conversations.signals import TurnSignals, turn_signals
-from mheval.conversations.truth import scenario_truth
+from mheval.conversations.truth import conversation_truth
 from mheval.records import Exchange, Judgment, Reason
 from mheval.yamlio import load_yaml
 
@@ -96,7 +96,7 @@ def offline_flow(
     spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange], per_turn: list[Judgment], **ids: Any
 ) -> Judgment:
     judge = ids["judge"]
-    truth = scenario_truth(scenario, exchanges)
+    truth = conversation_truth(scenario, exchanges, per_turn, judge)  # an imported one's: the judge's triage
     labels = {e.turn: truth.label_at(e.turn) for e in exchanges}
     signals = turn_signals(exchanges, per_turn, judge, labels)
     if not signals or all(s.acknowledged is None and s.harmful is None for s in signals):

@@ -1,4 +1,5 @@
-"""The multi-turn stages: play each conversation, judge each turn, judge each conversation as a whole.
+"""The multi-turn stages: play each conversation (or store recorded ones), judge each turn, judge each
+conversation as a whole.
 
 A conversation is one (scenario, target model, sample). Each exchange (a simulated user turn and the
 target's reply) is committed as it finishes, with the inputs that decided it: the scenario's content,
@@ -14,6 +15,11 @@ from the turn its disclosing beat was played on, and no_crisis before it or in a
 (conversations/truth.py), never a triage guess. The whole-conversation protocol
 (conversations/flow_judge.py) and the scenario's expectations (conversations/expectations_judge.py) run
 last, one verdict per conversation and judge.
+
+A recorded conversation (the `transcripts:PATH` suite, conversations/imported.py) is not played:
+`store_imported` writes its exchanges as they were recorded, and the same judging stages follow. Having no
+scenario, its replies are judged under the crisis label of the judge's own triage of the user turns
+(`conversation_truth`), so triage runs first there too.
 """
 
 from __future__ import annotations
@@ -27,17 +33,18 @@ from typing import TYPE_CHECKING, Any
 
 from mheval.config import RunConfig
 from mheval.conversations import expectations_judge, flow, flow_judge
-from mheval.conversations.scenario import Scenario, turn_case_id
+from mheval.conversations.imported import ImportedSuite, Prepared, is_imported
+from mheval.conversations.scenario import Scenario, split_turn_case_id, turn_case_id
 from mheval.conversations.simulator import ScriptedUser, SimulatedUser
-from mheval.conversations.truth import scenario_truth
+from mheval.conversations.truth import Truth, conversation_truth
 from mheval.digest import digest
 from mheval.engine.identity import Inputs, judging_inputs, target_params
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
-from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.models.base import ChatModel, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
-from mheval.runfolder.store import Store
+from mheval.runfolder.store import JudgmentKey, Store
 
 if TYPE_CHECKING:
     from mheval.engine.runner import ProgressSink
@@ -260,6 +267,57 @@ def _valid_history(store: Store, scenario: Scenario, model: str, sample: int, ba
     return kept
 
 
+# -- importing ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Imported:
+    """What storing an imported suite did, for the run's counts."""
+
+    stored: int = 0  # conversations written now: new, or changed since the last import
+    reused: int = 0  # stored before from the same content: nothing about them is redone
+    replaced: int = 0  # of `stored`, those that changed (their old exchanges moved to superseded)
+
+
+def store_imported(suite: ImportedSuite, store: Store) -> Imported:
+    """Store each recorded conversation (conversations/imported.py) as a played one is stored: its exchanges
+    and its end (mode `imported`), keyed by its content. One stored from the same content is kept as it is,
+    so its judgments are reused; a changed one replaces the old (moved to superseded), and the judgments of
+    turns it no longer has are retired. Per-turn judgments of the turns it still has are redone only where
+    their own inputs (the context, the reply) changed."""
+    before = store.conversation_inputs()
+    done = Imported()
+    judged: list[JudgmentKey] | None = None
+    stale: list[JudgmentKey] = []
+    for item in suite.conversations:
+        if before.get(item.key) == item.inputs:
+            done.reused += 1
+            continue
+        if item.key in before:
+            done.replaced += 1
+            store.restart_conversation(*item.key, from_turn=1)
+            judged = judged if judged is not None else list(store.judgment_inputs())
+            stale += _turns_beyond(judged, item)
+        for exchange in item.exchanges:
+            store.put_exchange(exchange, item.inputs)
+        store.put_conversation(item.conversation, item.inputs)
+        done.stored += 1
+    if stale:
+        store.supersede(judgments=stale)
+    return done
+
+
+def _turns_beyond(judged: list[JudgmentKey], item: Prepared) -> list[JudgmentKey]:
+    """The stored per-turn judgments of `item`'s conversation for turns past its (new) last one."""
+    sid, model, sample = item.key
+    out = []
+    for key in judged:
+        parts = split_turn_case_id(key[0])
+        if parts is not None and parts[0] == sid and key[1:3] == (model, sample) and parts[1] > len(item.exchanges):
+            out.append(key)
+    return out
+
+
 # -- judging ------------------------------------------------------------------------------------
 
 
@@ -286,16 +344,20 @@ def _turn_units(
     """The per-turn judging units not yet done with these inputs."""
     by_id = {s.id: s for s in scenarios}
     done = store.judgment_inputs(finished=True)
+    triaged = _triage_by_conversation(store, scenarios)
     todo: list[tuple[Unit, tuple[Any, ...], Inputs]] = []
-    for (sid, model, sample), exchanges in _scored_conversations(store, by_id).items():
+    for conv, exchanges in _scored_conversations(store, by_id).items():
+        sid, model, sample = conv
         scenario = by_id[sid]
-        truth = scenario_truth(scenario, exchanges)
+        # The scenario's truth; an imported conversation's is each judge's triage of its user turns.
+        mine = triaged.get(conv, [])
+        truths = {judge: conversation_truth(scenario, exchanges, mine, judge) for judge in judge_digests}
         for e in exchanges:
             case = turn_case(scenario, exchanges, e.turn)
             response = Response(case_id=case.id, model=model, sample=sample, text=e.reply)
-            label = truth.label_at(e.turn)
             for protocol in protocols:
                 for judge, fingerprint in judge_digests.items():
+                    label = truths[judge].label_at(e.turn)
                     for rep in range(bench.config.repeats):
                         unit: Unit
                         if protocol.target == "case":
@@ -308,6 +370,18 @@ def _turn_units(
                         if done.get(key) != inputs:
                             todo.append((unit, key, inputs))
     return todo
+
+
+def _triage_by_conversation(store: Store, scenarios: list[Scenario]) -> dict[ConversationKey, list[Judgment]]:
+    """The stored triage of each imported conversation's user turns (their truth); empty for a scenario suite."""
+    if not any(is_imported(s) for s in scenarios):
+        return {}
+    out: dict[ConversationKey, list[Judgment]] = {}
+    for j in store.iter_judgments(CRISIS_TRIAGE):
+        parts = split_turn_case_id(j.case_id)
+        if parts is not None and j.model is not None:
+            out.setdefault((parts[0], j.model, j.sample or 0), []).append(j)
+    return out
 
 
 async def _perform_all(
@@ -359,7 +433,8 @@ async def judge_conversations(
         parts = flow.turn_of(j)
         if parts is not None:
             per_turn.setdefault((parts[0], j.model or "", j.sample or 0), []).append(j)
-    todo: list[tuple[Scenario, list[Exchange], list[Judgment] | None, str, str, int, Inputs]] = []
+    # (scenario, exchanges, per-turn verdicts for the flow or the truth for the expectations, judge, ...)
+    todo: list[tuple[Scenario, list[Exchange], list[Judgment] | Truth | None, str, str, int, Inputs]] = []
     for key, exchanges in _scored_conversations(store, by_id).items():
         sid, model, sample = key
         turns = per_turn.get(key, [])
@@ -372,20 +447,25 @@ async def judge_conversations(
             }
             if done.get((sid, model, sample, CONVERSATION_FLOW, judge, 0)) != inputs:
                 todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
-            # The expectations read the transcript only (not the per-turn verdicts).
+            # The expectations read the transcript only (not the per-turn verdicts), and where risk was
+            # disclosed: the scenario's truth, or for an imported conversation the judge's triage.
             wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
+            truth = None
+            if is_imported(by_id[sid]):
+                truth = conversation_truth(by_id[sid], exchanges, turns, judge)
+                wanted["truth"] = digest(dataclasses.asdict(truth))
             listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
             if listed and done.get((sid, model, sample, EXPECTATIONS, judge, 0)) != wanted:
-                todo.append((by_id[sid], exchanges, None, judge, model, sample, wanted))
+                todo.append((by_id[sid], exchanges, truth, judge, model, sample, wanted))
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 
-    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | None, judge: str,
+    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | Truth | None, judge: str,
                   model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
         async with limit:
-            if turns is None:
+            if not isinstance(turns, list):
                 verdict = await expectations_judge.judge_expectations(
                     scenario, exchanges, judge=judge, judge_model=bench.models.get(judge), model=model,
-                    sample=sample, config=bench.config,
+                    sample=sample, config=bench.config, truth=turns,
                 )  # fmt: skip
             else:
                 verdict = await flow_judge.judge_flow(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +62,10 @@ CSV_CHUNK_ROWS = 10_000
 PARQUET_BATCH_ROWS = 10_000
 
 _REFUSED_ROLES = ("tool", "function", "ipython")
+
+OnBad = Callable[[InputError, str | None], None]
+"""Told of a bad conversation that is skipped: the error, and the id of a conversation read before that
+it makes bad too (None when there is none)."""
 _WHOLE = re.compile(r"[+-]?\d+")
 
 
@@ -143,41 +147,48 @@ def read_transcripts(
     *,
     roles: Mapping[str, Iterable[str] | str] | None = None,
     model_name: str | None = None,
+    on_bad: OnBad | None = None,
 ) -> Iterator[RecordedConversation]:
     """Stream the conversations recorded at `path` (the form is chosen by the suffix; a folder holds `.txt`).
 
     The model of a conversation is the record's, else `model_name`, else the file's stem (a folder's name for
     a folder of transcripts). A generator: nothing is read, and nothing refused, until the first conversation
     is asked for; an `InputError` stops it at the first bad input, after the good conversations before it.
+
+    With `on_bad`, a bad conversation is handed to it instead (the error, and the id of a conversation read
+    before that the error makes bad too: a table's conversation whose rows reappear later) and reading goes
+    on with the next one; a file that cannot be read at all (no header, malformed CSV, not Parquet) still
+    raises.
     """
     path = Path(path)
     table = role_table(roles)
     if model_name is not None and not model_name.strip():
         raise InputError("model name is empty", field="model_name")
     if path.is_dir():
-        yield from _read_text_folder(path, table, model_name)
+        yield from _read_text_folder(path, table, model_name, on_bad)
         return
     check_file(path)
     suffix = path.suffix.lower()
     if suffix in JSONL_SUFFIXES:
-        yield from _read_jsonl(path, table, model_name)
+        yield from _read_jsonl(path, table, model_name, on_bad)
         return
     if suffix in CSV_SUFFIXES:
-        yield from _read_csv(path, table, model_name)
+        yield from _read_csv(path, table, model_name, on_bad)
         return
     if suffix in PARQUET_SUFFIXES:
-        yield from _read_parquet(path, table, model_name)
+        yield from _read_parquet(path, table, model_name, on_bad)
         return
     if suffix in TEXT_SUFFIXES:
-        yield from _read_text_files([path], path.stem, table, model_name)
+        yield from _read_text_files([path], path.stem, table, model_name, on_bad)
         return
     raise InputError(
         f"cannot tell the transcript format from the suffix {suffix or '(none)'!r}", path=path, choices=SUFFIXES
     )
 
 
-def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text without its line break), one line at a time; invalid UTF-8 names its line."""
+def _lines(path: Path, on_bad: OnBad | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text without its line break), one line at a time; invalid UTF-8 names its line (and
+    with `on_bad`, the line is handed to it and skipped)."""
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -189,11 +200,15 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise InputError(
+                error = InputError(
                     f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); re-save the file as UTF-8",
                     path=path,
                     line=number,
-                ) from None
+                )
+                if on_bad is None:
+                    raise error from None
+                on_bad(error, None)
+                continue
             yield number, text.rstrip("\r\n")
 
 
@@ -234,14 +249,22 @@ class _Seen:
 # --------------------------------------------------------------------------------------------- JSONL
 
 
-def _read_jsonl(path: Path, table: Mapping[str, Side], model_name: str | None) -> Iterator[RecordedConversation]:
+def _read_jsonl(
+    path: Path, table: Mapping[str, Side], model_name: str | None, on_bad: OnBad | None = None
+) -> Iterator[RecordedConversation]:
     seen = _Seen(path)
-    for number, text in _lines(path):
+    for number, text in _lines(path, on_bad):
         if not text.strip(" \t\r\n"):
             continue
-        record = parse_json(text, path=path, line=number, constants=False)
-        conversation, key, key_field = _jsonl_conversation(record, path, number, table, model_name)
-        seen.add(key, number, key_field)
+        try:
+            record = parse_json(text, path=path, line=number, constants=False)
+            conversation, key, key_field = _jsonl_conversation(record, path, number, table, model_name)
+            seen.add(key, number, key_field)
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            on_bad(exc, None)
+            continue
         yield conversation
 
 
@@ -382,56 +405,71 @@ def _prefix_pattern(table: Mapping[str, Side]) -> re.Pattern[str]:
 
 
 def _read_text_folder(
-    folder: Path, table: Mapping[str, Side], model_name: str | None
+    folder: Path, table: Mapping[str, Side], model_name: str | None, on_bad: OnBad | None = None
 ) -> Iterator[RecordedConversation]:
     files = sorted(
         p for p in folder.iterdir() if p.suffix.lower() in TEXT_SUFFIXES and not p.name.startswith(".") and p.is_file()
     )
     if not files:
         raise InputError("no .txt transcripts in this folder", path=folder)
-    return _read_text_files(files, folder.name, table, model_name)
+    return _read_text_files(files, folder.name, table, model_name, on_bad)
 
 
 def _read_text_files(
-    files: list[Path], default_model: str, table: Mapping[str, Side], model_name: str | None
-) -> Iterator[RecordedConversation]:
+    files: list[Path], default_model: str, table: Mapping[str, Side], model_name: str | None,
+    on_bad: OnBad | None = None,
+) -> Iterator[RecordedConversation]:  # fmt: skip
+    for path in files:
+        try:
+            conversation = _read_text_file(path, default_model, table, model_name)
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            on_bad(exc, None)
+            continue
+        yield conversation
+
+
+def _read_text_file(
+    path: Path, default_model: str, table: Mapping[str, Side], model_name: str | None
+) -> RecordedConversation:
+    """One transcript file, read whole (a transcript is one conversation: it is checked before it is handed on)."""
     pattern = _prefix_pattern(table)
     prefixes = ", ".join(f"{n}:" for n in table)
-    for path in files:
-        turns: list[Turn] = []
-        current: tuple[Side, int, list[str]] | None = None
-        first_line: int | None = None
-        for number, text in _lines(path):
-            match = pattern.match(text)
-            if match:
-                if current is not None:
-                    turns.append(_text_turn(*current, path=path))
-                current = (table[match.group(1).casefold()], number, [text[match.end() :]])
-                if first_line is None:
-                    first_line = number
-            elif current is not None:
-                current[2].append(text)
-            elif text.strip():
-                raise InputError(
-                    "text before the first turn: every turn starts with a role prefix at the start of a line",
-                    path=path,
-                    line=number,
-                    field="role",
-                    choices=[f"{n}:" for n in table],
-                )
-        if current is not None:
-            turns.append(_text_turn(*current, path=path))
-        if not turns:
-            raise InputError(f"no turns: no line starts with a role prefix ({prefixes})", path=path, field="role")
-        yield RecordedConversation(
-            id=path.stem,
-            turns=_finish(turns, path=path, line=None, field="role", table=table),
-            model=model_name or default_model,
-            language=None,
-            locale=None,
-            metadata={},
-            source=f"{path}:{first_line}",
-        )
+    turns: list[Turn] = []
+    current: tuple[Side, int, list[str]] | None = None
+    first_line: int | None = None
+    for number, text in _lines(path):
+        match = pattern.match(text)
+        if match:
+            if current is not None:
+                turns.append(_text_turn(*current, path=path))
+            current = (table[match.group(1).casefold()], number, [text[match.end() :]])
+            if first_line is None:
+                first_line = number
+        elif current is not None:
+            current[2].append(text)
+        elif text.strip():
+            raise InputError(
+                "text before the first turn: every turn starts with a role prefix at the start of a line",
+                path=path,
+                line=number,
+                field="role",
+                choices=[f"{n}:" for n in table],
+            )
+    if current is not None:
+        turns.append(_text_turn(*current, path=path))
+    if not turns:
+        raise InputError(f"no turns: no line starts with a role prefix ({prefixes})", path=path, field="role")
+    return RecordedConversation(
+        id=path.stem,
+        turns=_finish(turns, path=path, line=None, field="role", table=table),
+        model=model_name or default_model,
+        language=None,
+        locale=None,
+        metadata={},
+        source=f"{path}:{first_line}",
+    )
 
 
 def _text_turn(side: Side, start: int, lines: list[str], *, path: Path) -> Turn:
@@ -467,7 +505,9 @@ def _columns(names: Iterable[str], path: Path) -> dict[str, str]:
     return found
 
 
-def _read_csv(path: Path, table: Mapping[str, Side], model_name: str | None) -> Iterator[RecordedConversation]:
+def _read_csv(
+    path: Path, table: Mapping[str, Side], model_name: str | None, on_bad: OnBad | None = None
+) -> Iterator[RecordedConversation]:
     import pandas as pd
 
     errors = (pd.errors.ParserError, ValueError)
@@ -503,7 +543,7 @@ def _read_csv(path: Path, table: Mapping[str, Side], model_name: str | None) -> 
                     if not empty:  # a blank line is skipped (and counted)
                         yield (number, *values)
 
-    yield from _group(rows(), path, table, model_name, cols)
+    yield from _group(rows(), path, table, model_name, cols, on_bad)
 
 
 def _parser_line(exc: Exception) -> int | None:
@@ -521,7 +561,9 @@ def _utf8_error(path: Path) -> InputError:
     return InputError("not UTF-8; re-save the file as UTF-8", path=path)
 
 
-def _read_parquet(path: Path, table: Mapping[str, Side], model_name: str | None) -> Iterator[RecordedConversation]:
+def _read_parquet(
+    path: Path, table: Mapping[str, Side], model_name: str | None, on_bad: OnBad | None = None
+) -> Iterator[RecordedConversation]:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -549,18 +591,24 @@ def _read_parquet(path: Path, table: Mapping[str, Side], model_name: str | None)
         finally:
             handle.close()
 
-    return _group(rows(), path, table, model_name, cols)
+    return _group(rows(), path, table, model_name, cols, on_bad)
 
 
 def _group(
-    rows: Iterator[_Row], path: Path, table: Mapping[str, Side], model_name: str | None, names: Mapping[str, str]
-) -> Iterator[RecordedConversation]:
-    """Conversations from rows in which each conversation's rows are together (in any turn order)."""
+    rows: Iterator[_Row], path: Path, table: Mapping[str, Side], model_name: str | None, names: Mapping[str, str],
+    on_bad: OnBad | None = None,
+) -> Iterator[RecordedConversation]:  # fmt: skip
+    """Conversations from rows in which each conversation's rows are together (in any turn order).
+
+    With `on_bad`, a conversation with a bad row is handed to it whole and skipped (its other rows too); a
+    row whose conversation id cannot be read drops the conversation being read, which it may belong to."""
     field_of = {ours: names.get(ours, ours) for ours in COLUMNS}
     ended: dict[str, int] = {}  # conversation id -> its last row
     current_id: str | None = None
     first_row = last_row = 0
     current: list[tuple[int, int, Side | Literal["system"], str]] = []  # (turn index, row, side, content)
+    failed: InputError | None = None  # the first bad row of the conversation being read
+    retract: str | None = None  # its id, when its rows reappear: the part read before is bad too
 
     def build(conv_id: str) -> RecordedConversation:
         current.sort(key=lambda item: item[0])
@@ -584,34 +632,74 @@ def _group(
             source=f"{path}:{first_row}",
         )
 
+    def close() -> RecordedConversation | None:
+        """The conversation just read, or None when it was bad (and `on_bad` was told)."""
+        assert current_id is not None
+        ended[current_id] = last_row
+        try:
+            if failed is not None:
+                raise failed
+            return build(current_id)
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            on_bad(exc, retract)
+            return None
+
     for number, raw_id, raw_turn, raw_role, raw_content in rows:
-        conv_id = _table_id(raw_id, path, number, field_of["conversation_id"])
+        try:
+            conv_id = _table_id(raw_id, path, number, field_of["conversation_id"])
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            failed, last_row = failed or exc, number
+            continue
         if conv_id != current_id:
             if current_id is not None:
-                ended[current_id] = last_row
-                yield build(current_id)
+                done = close()
+                if done is not None:
+                    yield done
+            current_id, first_row, current, failed, retract = conv_id, number, [], None, None
             if conv_id in ended:
-                raise InputError(
+                error = InputError(
                     f"conversation {conv_id!r} reappears after other conversations (its rows ended at row "
                     f"{ended[conv_id]}): the rows of one conversation must be together",
                     path=path,
                     line=number,
                     field=field_of["conversation_id"],
                 )
-            current_id, first_row, current = conv_id, number, []
+                if on_bad is None:
+                    raise error
+                failed, retract = error, conv_id
         last_row = number
-        turn = _table_turn(raw_turn, path, number, field_of["turn"])
-        side = _table_side(raw_role, path, number, field_of["role"], table)
-        what = "system text" if side == "system" else f"{side} turn"
-        if not isinstance(raw_content, str):
-            kind = "empty" if raw_content is None else f"not text ({type(raw_content).__name__})"
-            raise InputError(f"{kind} {what}", path=path, line=number, field=field_of["content"])
-        if not raw_content.strip():
-            raise InputError(f"empty {what}", path=path, line=number, field=field_of["content"])
-        check_text(raw_content, path=path, line=number, field=field_of["content"])
-        current.append((turn, number, side, raw_content))
+        if failed is not None:
+            continue
+        try:
+            current.append(_table_row(number, raw_turn, raw_role, raw_content, path, table, field_of))
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            failed = exc
     if current_id is not None:
-        yield build(current_id)
+        done = close()
+        if done is not None:
+            yield done
+
+
+def _table_row(
+    number: int, raw_turn: Any, raw_role: Any, raw_content: Any, path: Path, table: Mapping[str, Side],
+    field_of: Mapping[str, str],
+) -> tuple[int, int, Side | Literal["system"], str]:  # fmt: skip
+    turn = _table_turn(raw_turn, path, number, field_of["turn"])
+    side = _table_side(raw_role, path, number, field_of["role"], table)
+    what = "system text" if side == "system" else f"{side} turn"
+    if not isinstance(raw_content, str):
+        kind = "empty" if raw_content is None else f"not text ({type(raw_content).__name__})"
+        raise InputError(f"{kind} {what}", path=path, line=number, field=field_of["content"])
+    if not raw_content.strip():
+        raise InputError(f"empty {what}", path=path, line=number, field=field_of["content"])
+    check_text(raw_content, path=path, line=number, field=field_of["content"])
+    return (turn, number, side, raw_content)
 
 
 def _table_id(value: Any, path: Path, row: int, field: str) -> str:

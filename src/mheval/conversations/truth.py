@@ -5,17 +5,19 @@ played on a beat marked `discloses_risk` (said in replay mode, or reached in ada
 records the beat its user turn played) is the disclosure turn; the first exchange on a `retracts` beat
 after it is the retraction turn. A scenario that discloses nothing (a benign control) has no disclosure
 turn, so no measure can count a risk it "missed". A judge's triage of the user's turns is used only for
-conversations that have no scenario (imported transcripts), and `source` says so.
+conversations that have no scenario (imported transcripts, conversations/imported.py), and `source` says
+so: `conversation_truth` picks the one that holds for a conversation, for the judge whose verdicts are read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from mheval.conversations.scenario import Scenario
-from mheval.labels import NO_CRISIS
-from mheval.records import Exchange
+from mheval.conversations.imported import is_imported
+from mheval.conversations.scenario import Scenario, split_turn_case_id
+from mheval.labels import CRISIS_TRIAGE, NO_CRISIS
+from mheval.records import Exchange, Judgment
 
 
 @dataclass(frozen=True)
@@ -76,3 +78,25 @@ def triage_truth(exchanges: Sequence[Exchange], labels: dict[int, str | None]) -
     first = next((e.turn for e in ordered if labels.get(e.turn) not in (None, NO_CRISIS)), None)
     label = labels.get(first) if first is not None else None
     return Truth(source="triage", disclosure_turn=first, crisis_label=label, benign=False)
+
+
+def triage_labels(per_turn: Iterable[Judgment], judge: str | None) -> dict[int, str | None]:
+    """turn -> `judge`'s triage label of that user turn (repeat 0; None when it is unscored), from the
+    per-turn judgments of one conversation."""
+    labels: dict[int, str | None] = {}
+    for j in per_turn:
+        parts = split_turn_case_id(j.case_id)
+        if j.protocol == CRISIS_TRIAGE and j.judge == judge and j.repeat == 0 and parts is not None:
+            labels[parts[1]] = j.label if j.status == "ok" else None
+    return labels
+
+
+def conversation_truth(
+    scenario: Scenario | None, exchanges: Sequence[Exchange], per_turn: Iterable[Judgment] = (),
+    judge: str | None = None,
+) -> Truth:  # fmt: skip
+    """The truth of one conversation: its scenario's, or for a conversation without one (an imported
+    transcript, or a scenario no longer stored) `judge`'s triage of its user turns in `per_turn`."""
+    if scenario is not None and not is_imported(scenario):
+        return scenario_truth(scenario, exchanges)
+    return triage_truth(exchanges, triage_labels(per_turn, judge))

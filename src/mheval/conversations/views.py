@@ -26,8 +26,8 @@ from mheval.conversations.expectations import Outcome, escalated_turns, read_out
 from mheval.conversations.flow import quoted_turn, red_dimensions
 from mheval.conversations.scenario import MUST, Scenario, split_turn_case_id
 from mheval.conversations.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
-from mheval.conversations.truth import Truth, scenario_truth, triage_truth
-from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
+from mheval.conversations.truth import Truth, conversation_truth
+from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
 from mheval.verdict import ConversationVerdict, conversation_verdict
@@ -111,15 +111,8 @@ def _view(
     key: Key, judge: str | None, scenario: Scenario | None, exchanges: list[Exchange], per_turn: list[Judgment],
     whole: dict[tuple[str, str, int, str, str], Judgment], end: Conversation | None,
 ) -> ConversationView:  # fmt: skip
-    if scenario is not None:
-        truth = scenario_truth(scenario, exchanges)
-    else:  # an imported transcript: the judge's triage of the user turns, labelled as such
-        triaged = {
-            split_turn_case_id(j.case_id)[1]: j.label  # type: ignore[index]
-            for j in per_turn
-            if j.protocol == CRISIS_TRIAGE and j.judge == judge and j.status == "ok" and j.repeat == 0
-        }
-        truth = triage_truth(exchanges, triaged)
+    # An imported transcript has no scenario to say where risk was disclosed: the judge's triage does.
+    truth = conversation_truth(scenario, exchanges, per_turn, judge)
     labels = {e.turn: truth.label_at(e.turn) for e in exchanges}
     signals = turn_signals(exchanges, per_turn, judge, labels) if judge is not None else [
         TurnSignals(turn=e.turn) for e in exchanges]  # fmt: skip
@@ -167,7 +160,7 @@ def frames_from_views(views_: Sequence[ConversationView]) -> tuple[pd.DataFrame,
         sid, model, sample = v.key
         scenario = v.scenario
         for e, s in zip(v.exchanges, v.signals, strict=True):
-            beat = scenario.beats[min(e.beat, len(scenario.beats) - 1)] if scenario else None
+            beat = scenario.beats[min(e.beat, len(scenario.beats) - 1)] if scenario and scenario.beats else None
             turn_rows.append({
                 "scenario_id": sid, "family": v.family, "language": v.language, "model": model, "sample": sample,
                 "turn": e.turn, "beat": e.beat, "risk_source": v.truth.source,

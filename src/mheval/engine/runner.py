@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from mheval.config import DEFAULT_PROTOCOLS, STAGES, RunConfig
+from mheval.conversations.imported import ImportedSuite, is_transcript_suite, load_transcript_suite, options_from
 from mheval.conversations.scenario import Scenario
 from mheval.digest import digest
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
@@ -94,6 +95,8 @@ class RunPlan:
     stages: tuple[str, ...]
     # A multi-turn suite's scenarios (then `suite` holds no cases; conversations/stages.py plays them).
     scenarios: list[Scenario] = field(default_factory=list)
+    # A `transcripts:PATH` suite's recorded conversations, read and checked (their records are `scenarios`).
+    imported: ImportedSuite | None = None
 
     @property
     def case_protocols(self) -> list[ProtocolSpec]:
@@ -118,6 +121,8 @@ class RunResult:
     provider_errors: int = 0
     # Why the finished run has nothing to read (engine/outcome.py): the command exits 3 for these too.
     problems: list[str] = field(default_factory=list)
+    # What else the user should know: the bad conversations an import skipped (`skip_bad`), with why.
+    notes: list[str] = field(default_factory=list)
 
 
 def plan_run(
@@ -136,7 +141,15 @@ def plan_run(
         if stage not in STAGES:
             raise InputError(f"unknown stage {stage!r}", choices=STAGES)
     scenarios: list[Scenario] = []
-    if suite is None and is_dialogue_suite(config.suite):
+    imported: ImportedSuite | None = None
+    if suite is None and is_transcript_suite(config.suite):
+        # Recorded conversations: read and checked whole now; their assistant turns are the replies.
+        config = _transcript_config(config, extra_responses)
+        imported = load_transcript_suite(config.suite, options_from(config), limit=config.limit)
+        scenarios = list(imported.scenarios)
+        suite = Suite(config.suite, f"recorded conversations in {imported.path}", [])
+        stages = tuple(s for s in stages if s != "generate")
+    elif suite is None and is_dialogue_suite(config.suite):
         scenarios = load_dialogue_suite(config.suite, limit=config.limit)
         suite = Suite(config.suite, "multi-turn scenarios", [])
         config = _dialogue_config(config, scenarios, extra_responses)
@@ -179,7 +192,9 @@ def plan_run(
         _check_ray(config, needed)
     if config.panel and len(config.judges) < 2:
         raise InputError("a panel needs at least two judges (give --judge more than once)", field="panel")
-    plan = RunPlan(config=config, suite=suite, protocols=protocols, stages=stages, scenarios=scenarios)
+    plan = RunPlan(
+        config=config, suite=suite, protocols=protocols, stages=stages, scenarios=scenarios, imported=imported
+    )
     for name in config.judges:
         if name in OFFLINE_JUDGES:
             from mheval.judges.offline import OfflineJudge
@@ -223,6 +238,19 @@ def _dialogue_config(config: RunConfig, scenarios: list[Scenario], extra: list[R
     if list(config.protocols) == list(DEFAULT_PROTOCOLS):
         config = config.model_copy(update={"protocols": list(DIALOGUE_PROTOCOLS)})
     return config
+
+
+def _transcript_config(config: RunConfig, extra: list[Response] | None) -> RunConfig:
+    """The run config of a `transcripts:PATH` suite: what it cannot do is said before anything is read. Its
+    truth is the judge's triage of the user turns, so crisis-triage always runs."""
+    if extra:
+        raise InputError("replies made elsewhere (--responses) cannot join recorded conversations", field="responses")
+    if config.executor == "ray" or config.batch:
+        raise InputError("recorded conversations are judged on the local executor, without --batch", field="executor")
+    protocols = list(DIALOGUE_PROTOCOLS) if list(config.protocols) == list(DEFAULT_PROTOCOLS) else config.protocols
+    if CRISIS_TRIAGE not in protocols:
+        protocols = [CRISIS_TRIAGE, *protocols]
+    return config.model_copy(update={"protocols": protocols})
 
 
 def _check_trained(name: str, protocols: list[ProtocolSpec]) -> None:
@@ -293,6 +321,13 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         store.put_cases(plan.suite.cases)
         if plan.scenarios:
             store.put_scenarios(plan.scenarios)
+        notes: list[str] = []
+        if plan.imported is not None:
+            from mheval.conversations.stages import store_imported
+
+            store_imported(plan.imported, store)
+            store.set_meta("import", plan.imported.meta())
+            notes = [f"skipped (bad): {s.line()}" for s in plan.imported.skipped]
         redone = Redone()
         if plan.suite.responses:
             _put_given_responses(store, plan.suite, redone)
@@ -353,7 +388,8 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                     "judgments",
                     *(("exchanges", "conversations") if plan.scenarios else ()),
                 )
-            },
+            }
+            | ({"skipped": len(plan.imported.skipped)} if plan.imported is not None else {}),
             model_calls=calls,
             cache_hits=hits,
             usage=usage,
@@ -361,6 +397,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             redone=dict(redone.counts),
             provider_errors=store.provider_errors(),
             problems=run_problems(store, plan.stages, config.judges, {s.id for s in plan.scenarios}),
+            notes=notes,
         )
 
 

@@ -389,10 +389,11 @@ class Store:
             )
 
     def scenarios(self) -> list[Scenario]:
-        from mheval.conversations.scenario import Scenario
+        """The run's scenarios, and the records of its imported conversations (a Scenario kind of their own)."""
+        from mheval.conversations.imported import stored_scenario
 
         cur = self._db.execute("SELECT data FROM scenarios ORDER BY ord")
-        return [Scenario.model_validate_json(r[0]) for r in cur]
+        return [stored_scenario(r[0]) for r in cur]
 
     def put_exchange(self, exchange: Exchange, inputs: Inputs | None = None) -> None:
         """One finished exchange, in its own transaction: a kill loses at most the exchange in progress."""

@@ -1,4 +1,7 @@
-"""Suite names -> readers: built-in suites by name, files as `FORMAT:PATH` (or a bare .jsonl/.csv/.parquet)."""
+"""Suite names -> readers: built-in suites by name, files as `FORMAT:PATH` (or a bare .jsonl/.csv/.parquet).
+
+Two multi-turn forms are listed here and read elsewhere: `scenarios:PATH` (suites/dialogues.py) and
+`transcripts:PATH`, recorded conversations (conversations/imported.py)."""
 
 from __future__ import annotations
 
@@ -56,6 +59,12 @@ SCENARIOS_FORMAT = (
     "ones (persona, beats, expectations); a bare folder or .yaml path works too"
 )
 """How `scenarios:PATH` is listed (suites/dialogues.py reads it; load_suite never sees it)."""
+TRANSCRIPTS_FORMAT = (
+    "multi-turn: conversations already recorded with their assistant replies, judged without calling a model: "
+    "JSONL chat messages (one conversation a line), a folder of .txt transcripts with role prefixes "
+    "(user:/agent: ...), or CSV/Parquet with conversation id, turn, role, content (docs/transcripts.md)"
+)
+"""How `transcripts:PATH` is listed (conversations/imported.py reads it; load_suite never sees it)."""
 _SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
@@ -66,7 +75,7 @@ def list_suites() -> list[tuple[str, str]]:
     out = [(name, desc) for name, (_, desc) in BUILTINS.items()]
     out += [(name, f"multi-turn: {desc}") for name, (_, desc) in DIALOGUE_SUITES.items()]
     out += [(f"{fmt}:PATH", desc) for fmt, desc in FORMATS.items()]
-    out += [("scenarios:PATH", SCENARIOS_FORMAT)]
+    out += [("scenarios:PATH", SCENARIOS_FORMAT), ("transcripts:PATH", TRANSCRIPTS_FORMAT)]
     return out
 
 
@@ -74,7 +83,7 @@ def _unknown(name: str) -> InputError:
     return InputError(
         f"unknown suite '{name}': use a built-in name or FORMAT:PATH",
         field="suite",
-        choices=[*BUILTINS, *(f"{fmt}:PATH" for fmt in FORMATS)],
+        choices=[*BUILTINS, *(f"{fmt}:PATH" for fmt in FORMATS), "scenarios:PATH", "transcripts:PATH"],
     )
 
 
