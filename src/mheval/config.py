@@ -87,6 +87,10 @@ class RunConfig(BaseModel):
     # write them. None picks adaptive when a simulator is given, replay otherwise.
     simulator: str | None = None
     mode: Literal["adaptive", "replay"] | None = None
+    # Personal data masked before a judge reads it (redaction.py, docs/redaction.md): "judge" masks names,
+    # e-mail addresses, phone numbers (crisis lines kept), street addresses and URLs in every text a judge or
+    # simulator receives; "store" does the same and also keeps the masked texts in the run folder.
+    redact: Literal["off", "judge", "store"] = "off"
     # Recorded conversations (`transcripts:PATH` suites, conversations/imported.py): role names per side
     # ({"user": ["Patient"], "assistant": ["Bot"]}, or the command line's "user=Patient,assistant=Bot"), the
     # model name when a record has none, expectations for every conversation ({"must": [...], "must_not":
