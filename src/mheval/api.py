@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from mheval.analysis.agree import AgreementReport
     from mheval.analysis.corrected import CorrectedReport
     from mheval.gating import GateResult
+    from mheval.reporting.rundata import RunData
+    from mheval.reporting.tables import ReportTables
 
 CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
@@ -341,42 +343,54 @@ def report(
 
 @dataclass
 class RunSummary:
-    """What `mheval summary` shows of a run folder, each part read when first asked for: `text` (the verdict
+    """What `mheval summary` shows of a run folder, each part made when first asked for: `text` (the verdict
     first, then the headline numbers, as plain text), `table` (one row per protocol, model and judge),
-    `data` (all of it as plain JSON values, `--format json`) and `brief` (the verdict in one line)."""
+    `data` (all of it as plain JSON values, `--format json`) and `brief` (the verdict in one line). The run
+    is read once (`run`, a `mheval.reporting.rundata.RunData`), whichever parts are asked for."""
 
     run_dir: Path
+
+    @cached_property
+    def run(self) -> RunData:
+        """The run as read from its folder, once (raises InputError when it is not a run folder)."""
+        from mheval.reporting.rundata import load_run
+
+        return load_run(self.run_dir)
+
+    @cached_property
+    def _tables(self) -> ReportTables:
+        from mheval.reporting.tables import report_tables
+
+        return report_tables(self.run)
 
     @cached_property
     def text(self) -> str:
         """The verdict, then the run's headline numbers, as plain text."""
         from mheval.reporting.summary import summary_text
 
-        return summary_text(self.run_dir)
+        return summary_text(self.run, tables=self._tables)
 
     @cached_property
     def table(self) -> pd.DataFrame:
         """The headline figures, one row per protocol, model and judge (`EvalResults.summary`)."""
         from mheval.reporting.tables import summary_frame
 
-        with Store.open_existing(self.run_dir) as store:
-            return summary_frame(store)
+        return summary_frame(self.run)
 
     @cached_property
     def data(self) -> dict[str, Any]:
         """The verdict, the run's facts, the table and the multi-turn figures, as plain JSON values."""
         from mheval.reporting.summary import summary_data
 
-        return summary_data(self.run_dir)
+        return summary_data(self.run, tables=self._tables)
 
     @cached_property
     def brief(self) -> str:
         """The verdict in one line (what `mheval run` prints last)."""
-        from mheval.reporting.rundata import load_run
         from mheval.reporting.summary import run_verdict
         from mheval.reporting.verdict_view import verdict_brief
 
-        return verdict_brief(run_verdict(load_run(self.run_dir)))
+        return verdict_brief(run_verdict(self.run))
 
 
 def summary(run: str | Path | EvalResults) -> RunSummary:

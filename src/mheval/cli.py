@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -55,6 +55,9 @@ from mheval.commands.options import (
 )
 from mheval.errors import InputError
 from mheval.labels import CRISIS_TRIAGE
+
+if TYPE_CHECKING:
+    from mheval.api import RunSummary
 
 app = typer.Typer(
     add_completion=False,
@@ -153,12 +156,14 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
 
-def _print_summary(run_dir: Path) -> None:
-    from mheval.api import summary
+def _print_summary(run: Path | RunSummary) -> None:
+    """The protocol x model x judge table of a run folder, or of a summary already made (its run read once)."""
+    from mheval.api import RunSummary
     from mheval.reporting.tables import UNGROUNDED_CLAIMS, ungrounded_definition
 
-    frame = summary(run_dir).table
-    print_frame(frame, f"mheval summary: {run_dir}", "table")
+    of = run if isinstance(run, RunSummary) else RunSummary(run)
+    frame = of.table
+    print_frame(frame, f"mheval summary: {of.run_dir}", "table")
     if frame[UNGROUNDED_CLAIMS].astype(bool).any():
         err.print(ungrounded_definition(UNGROUNDED_CLAIMS), highlight=False, markup=False)
 
@@ -289,11 +294,12 @@ def summary(run_dir: RunArg, format: TextJsonOpt = "text") -> None:
     from mheval.api import summary as summary_of
 
     check_format(format, TEXT_JSON)
+    of = summary_of(run_dir)  # reads the run once, for every part printed
     if format == "json":
-        print(json.dumps(summary_of(run_dir).data, indent=1, ensure_ascii=False, default=str))
+        print(json.dumps(of.data, indent=1, ensure_ascii=False, default=str))
         return
-    print(summary_of(run_dir).text)  # the verdict first
-    _print_summary(run_dir)
+    print(of.text)  # the verdict first
+    _print_summary(of)
 
 
 @app.command()

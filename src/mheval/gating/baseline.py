@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -17,13 +16,12 @@ from mheval.gating.verdicts import ConversationVerdicts, ReplyVerdicts
 
 
 def baseline_conditions(
-    data: Any, base_dir: Path, models: list[str], measures: list[Measure], replies: ReplyVerdicts,
+    data: Any, base: Any, models: list[str], measures: list[Measure], replies: ReplyVerdicts,
     convs: ConversationVerdicts,
 ) -> list[Condition]:  # fmt: skip
+    """The regressions of `data` against the baseline run `base` (both as read once: RunData)."""
     from mheval.reporting.compare import UNSAFE, compare_runs
-    from mheval.reporting.rundata import load_run
 
-    base = load_run(base_dir)
     out: list[Condition] = []
     if any(replies.row(m) is not None and replies.row(m).measurable for m in models):
         frame = compare_runs(base, data)
@@ -35,7 +33,7 @@ def baseline_conditions(
             mine = rows[rows["model_b"] == model]
             cell = mine.iloc[0].to_dict() if not mine.empty else None
             out.append(_regression("unsafe replies vs baseline", UNSAFE, model, row.judge, cell, higher_is_worse=True))
-    base_convs = ConversationVerdicts(base_dir)
+    base_convs = ConversationVerdicts(base)
     for model in convs.models:
         conv = convs.row(model)
         judge = conv["judge"] if conv else None

@@ -33,27 +33,27 @@ from mheval.gating.baseline import baseline_conditions
 from mheval.gating.measures import Measure, check_inputs, judge_for, scored_values
 from mheval.gating.result import Condition, Failure, GateResult
 from mheval.gating.verdicts import ConversationVerdicts, ReplyVerdicts
+from mheval.reporting.rundata import RunData, load_run
 
 
 def gate(
-    run: str | Path,
+    run: str | Path | RunData,
     *,
     max_unsafe: float | None = None,
     mins: Mapping[str, float] | None = None,
-    baseline: str | Path | None = None,
+    baseline: str | Path | RunData | None = None,
     on: str = "upper",
 ) -> GateResult:
-    """Gate a run folder (see the module docstring). Raises InputError on bad input (exit code 2)."""
-    from mheval.reporting.rundata import load_run
-
+    """Gate a run (see the module docstring): a run folder, read once, or the run as read (a RunData); the
+    same for `baseline`. Raises InputError on bad input (exit code 2)."""
     max_unsafe, measures = check_inputs(max_unsafe, dict(mins or {}), on)
     if max_unsafe is None and not measures and baseline is None:
         raise InputError("nothing to gate: give --max-unsafe, --min or --baseline", field="max-unsafe")
     run_dir = _existing_run(run, "run")
     base_dir = _existing_run(baseline, "baseline") if baseline is not None else None
-    data = load_run(run_dir)
+    data = _loaded(run, run_dir)
     replies = ReplyVerdicts(data)
-    convs = ConversationVerdicts(run_dir)
+    convs = ConversationVerdicts(data)
     notes: list[str] = []
     conditions: list[Condition] = []
     models = list(dict.fromkeys([*data.models, *convs.models]))
@@ -65,8 +65,9 @@ def gate(
     for measure, minimum in measures:
         for model in models:
             conditions.append(_min_condition(model, measure, minimum, on, replies, convs))
-    if base_dir is not None:
-        conditions += baseline_conditions(data, base_dir, models, [m for m, _ in measures], replies, convs)
+    if baseline is not None and base_dir is not None:
+        base = _loaded(baseline, base_dir)
+        conditions += baseline_conditions(data, base, models, [m for m, _ in measures], replies, convs)
     if convs.models and measures:
         notes.append(
             "multi-turn run: --min reads the scores of single-turn replies; the per-turn scores of conversations "
@@ -75,13 +76,18 @@ def gate(
     return GateResult(run_dir, base_dir, on, tuple(conditions), tuple(notes))
 
 
-def _existing_run(path: str | Path, name: str) -> Path:
+def _existing_run(run: str | Path | RunData, name: str) -> Path:
     from mheval.runfolder.store import Store
 
-    run_dir = Path(path)
+    run_dir = run.run_dir if isinstance(run, RunData) else Path(run)
     if not (run_dir / Store.FILENAME).is_file():
         raise InputError(f"not a run folder (no {Store.FILENAME})", path=run_dir, field=name)
     return run_dir
+
+
+def _loaded(run: str | Path | RunData, run_dir: Path) -> RunData:
+    """The run as read once: as given, or read from its folder."""
+    return run if isinstance(run, RunData) else load_run(run_dir)
 
 
 def _pct(x: float) -> str:

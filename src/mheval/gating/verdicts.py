@@ -57,26 +57,28 @@ class ReplyVerdicts:
 
 
 class ConversationVerdicts:
-    """A multi-turn run's conversation verdicts (reporting/multiturn.py); empty for a single-turn run."""
+    """A multi-turn run's conversation verdicts (reporting/multiturn.py); empty for a single-turn run. Reads the
+    run as read once (a RunData), never the store."""
 
-    def __init__(self, run_dir: Path) -> None:
-        from mheval.reporting.multiturn import conversation_verdicts
+    def __init__(self, data: Any) -> None:
+        from mheval.reporting.multiturn import conversation_verdicts, read
 
-        self.run_dir = run_dir
-        self.rows = conversation_verdicts(run_dir)
+        self.run_dir: Path = data.run_dir
+        self.rows = conversation_verdicts(data)
         self.models = list(dict.fromkeys(r["model"] for r in self.rows))
+        self._conversations = read(data)
+        self._views: dict[str | None, list[Any]] = {}
 
     def row(self, model: str) -> dict[str, Any] | None:
         rows = [r for r in self.rows if r["model"] == model]
         return next(iter([r for r in rows if r["conversations"]] or rows), None)
 
     def views(self, judge: str | None) -> list[Any]:
-        from mheval.reporting.multiturn import read
-        from mheval.runfolder.store import Store
-
-        with Store.open_existing(self.run_dir) as store:
-            run = read(store)
-        return run.views([judge] if judge else None) if run is not None else []
+        """The conversations' views by `judge` (or the primary judge), built once per judge."""
+        if judge not in self._views:
+            run = self._conversations
+            self._views[judge] = run.views([judge] if judge else None) if run is not None else []
+        return self._views[judge]
 
     def failures(self, model: str, judge: str | None) -> tuple[Failure, ...]:
         out = []

@@ -235,14 +235,14 @@ def _injection_cell(a: pd.DataFrame, b: pd.DataFrame) -> dict[str, object]:
 
 def _per_conversation(run: RunData, metric: str) -> pd.DataFrame:
     """model, judge, case_id (the scenario), category (its family), value: the whole-conversation flow
-    outcome (0-2, the worst answer) or whether it was harmful (1/0), samples averaged."""
-    from mheval.runfolder.store import Store
-
-    with Store.open_existing(run.run_dir) as store:
-        family = {s.id: s.family for s in store.scenarios()}
-        flows = [
-            j for j in store.judgments(CONVERSATION_FLOW) if j.status == "ok" and j.repeat == 0 and j.total is not None
-        ]
+    outcome (0-2, the worst answer) or whether it was harmful (1/0), samples averaged. Read from the stored
+    flow judgments, as the multi-turn section reads them."""
+    family = {s.id: s.family for s in run.dialogue.scenarios}
+    flows = [
+        j
+        for j in run.stored
+        if j.protocol == CONVERSATION_FLOW and j.status == "ok" and j.repeat == 0 and j.total is not None
+    ]
     if not flows:
         return pd.DataFrame()
     rows = [

@@ -22,6 +22,7 @@ from mheval.reporting import figures
 from mheval.reporting import formatting as f
 from mheval.reporting.metrics import ALL
 from mheval.reporting.overview import facts, injection_note, read_by_llm
+from mheval.reporting.rundata import RunData
 from mheval.reporting.tables import (
     UNGROUNDED_CLAIMS,
     UNGROUNDED_JUDGMENTS,
@@ -30,7 +31,6 @@ from mheval.reporting.tables import (
     ungrounded_definition,
 )
 from mheval.resources import warning_lines
-from mheval.runfolder.store import Store
 from mheval.version import __version__ as mheval_version
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -410,8 +410,9 @@ def _figures(t: ReportTables) -> list[dict[str, str]]:
     return out
 
 
-def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTables | None = None) -> str:
-    """The report's HTML as a string."""
+def render_report(run_dir: str | Path | RunData, *, redact: bool = False, tables: ReportTables | None = None) -> str:
+    """The report's HTML as a string, from the run's tables (computed from the run folder or RunData when not
+    given); the run is read once, by reporting/rundata.load_run."""
     t = tables or report_tables(run_dir, redact=redact)
     figs = {x["key"]: x for x in _figures(t)}
     run_facts = facts(t.run)
@@ -437,7 +438,7 @@ def render_report(run_dir: str | Path, *, redact: bool = False, tables: ReportTa
             ungrounded_definition(UNGROUNDED_CLAIMS),
         ],
         "cjk_families": figures.CJK_FAMILIES,
-        "multiturn": _multiturn(t.run.run_dir, redact),
+        "multiturn": _multiturn(t.run, redact),
         "verdict": _verdict(t, redact),
     }
     html = _environment().get_template("report.html.j2").render(**context)
@@ -454,15 +455,14 @@ def _verdict(t: ReportTables, redact: bool) -> dict[str, Any]:
     return html_context(verdict_block(t.run, conversations=conversation_section(t.run)), redact=redact)
 
 
-def _multiturn(run_dir: Path, redact: bool) -> dict[str, Any] | None:
+def _multiturn(run: RunData, redact: bool) -> dict[str, Any] | None:
     from mheval.reporting.multiturn import section
 
-    with Store.open_existing(run_dir) as store:
-        return section(store, redact=redact)
+    return section(run, redact=redact)
 
 
 def write_report(
-    run_dir: str | Path, *, redact: bool = False, output: Path | None = None, overwrite: bool = False
+    run_dir: str | Path | RunData, *, redact: bool = False, output: Path | None = None, overwrite: bool = False
 ) -> Path:
     """Write `report.html` (or `report-redacted.html`) into the run folder, or to `output`; returns its path.
 
@@ -470,21 +470,22 @@ def write_report(
     run folder's own report is simply renewed; an `output` elsewhere is refused when it, or a table
     beside it, already exists and `overwrite` is not set, and never names a run's own files. All is
     checked and rendered before the first file is written, and every file is written to a temporary
-    name and renamed, so a refusal or a failure leaves the old report whole.
+    name and renamed, so a refusal or a failure leaves the old report whole. `run_dir` may be the run as
+    already read (a RunData); a folder is read once.
     """
-    run_dir = Path(run_dir)
-    if not is_run_folder(run_dir):
-        raise InputError("not a run folder (no run.db)", path=run_dir)
-    default = run_dir / (REDACTED_NAME if redact else REPORT_NAME)
+    run, folder_of_run = (run_dir, run_dir.run_dir) if isinstance(run_dir, RunData) else (None, Path(run_dir))
+    if not is_run_folder(folder_of_run):
+        raise InputError("not a run folder (no run.db)", path=folder_of_run)
+    default = folder_of_run / (REDACTED_NAME if redact else REPORT_NAME)
     path = Path(output) if output is not None else default
     own = path.resolve() == default.resolve()  # the run's own report: renewed on every run
     check_output(path, overwrite=overwrite or own, make_parents=True)
     folder = path.parent / TABLES_DIR
     if folder.exists() and not folder.is_dir():
         raise InputError(f"the tables go in {folder}, which is a file", path=folder)
-    t = report_tables(run_dir, redact=redact)
+    t = report_tables(run if run is not None else folder_of_run, redact=redact)
     check_outputs(table_paths(t, folder), overwrite=overwrite or own)
-    html = render_report(run_dir, redact=redact, tables=t)
+    html = render_report(t.run, redact=redact, tables=t)
     write_tables(t, folder)
     atomic_write(path, html.encode("utf-8", errors="replace"))  # a lone surrogate becomes "?"
     return path

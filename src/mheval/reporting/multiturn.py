@@ -1,9 +1,11 @@
 """The multi-turn part of a report, `mheval summary --format json`'s multi-turn part, and one conversation
 as text (`mheval transcript`).
 
-Reads stored records only, through conversations/views.py (every view of a conversation, with its
-verdict from verdict.conversation_verdict) and the measures of stats/multiturn.py; no model client or
-judge is imported. The single-turn sections never see these judgments (reporting/rundata.single_turn).
+Each takes the run as read once (reporting/rundata.load_run: a RunData) and never opens the store; a Store
+is still taken, and read whole, by the older forms. Reads stored records only, through conversations/views.py
+(every view of a conversation, with its verdict from verdict.conversation_verdict) and the measures of
+stats/multiturn.py; no model client or judge is imported. The single-turn sections never see these judgments
+(reporting/rundata.single_turn).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from mheval.conversations.views import (
 from mheval.errors import InputError
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
+from mheval.reporting.rundata import RunData, load_run, read_run
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import Estimate, wilson
 from mheval.stats.multiturn import MEASURES, expectation_rates, measures_by, safety_curve
@@ -73,12 +76,18 @@ class RunConversations:
         return views(self.scenarios, self.exchanges, self.conversations, self.judgments, judges)
 
 
-def read(store: Store) -> RunConversations | None:
-    """The run's conversations, or None for a single-turn run."""
-    scenarios = store.scenarios()
-    if not scenarios:
+RunLike = RunData | Store
+"""What the sections take: the run as read once, or (the older form) an open store, which is then read whole."""
+
+
+def read(run: RunLike) -> RunConversations | None:
+    """The run's conversations (with every stored judgment, as the views read them), or None for a
+    single-turn run."""
+    data = read_run(run) if isinstance(run, Store) else run
+    d = data.dialogue
+    if not d.scenarios:
         return None
-    return RunConversations(scenarios, store.exchanges(), store.conversations(), store.judgments())
+    return RunConversations(d.scenarios, d.exchanges, d.conversations, data.stored)
 
 
 def _missing(value: Any) -> bool:
@@ -112,13 +121,17 @@ def _tables(run: RunConversations) -> tuple[list[ConversationView], pd.DataFrame
     return vs, turns, with_unplayed(convs, run.scenarios, run.conversations), exps
 
 
-def summary_data(store: Store) -> dict[str, Any] | None:
+def summary_data(run: RunLike) -> dict[str, Any] | None:
     """The multi-turn numbers as plain data (JSON-able): per model the measures, over-reaction beside the
     miss rate, each expectation's rate met / violated with Wilson intervals, the same per scenario family,
     and each conversation's failed expectations with the quoted turn. None for a single-turn run."""
-    run = read(store)
-    if run is None:
+    conversations = read(run)
+    if conversations is None:
         return None
+    return _summary_data(conversations)
+
+
+def _summary_data(run: RunConversations) -> dict[str, Any]:
     vs, turns, convs, exps = _tables(run)
     if convs.empty:
         return {"judge": run.judge, "models": {}, "conversations": 0}
@@ -182,9 +195,9 @@ def _failed(v: ConversationView) -> list[dict[str, Any]]:
     return out
 
 
-def section(store: Store, *, redact: bool = False) -> dict[str, Any] | None:
+def section(run_data: RunLike, *, redact: bool = False) -> dict[str, Any] | None:
     """Everything the report's multi-turn section shows, or None for a single-turn run."""
-    run = read(store)
+    run = read(run_data)
     if run is None:
         return None
     vs, turns, convs, exps = _tables(run)
@@ -323,12 +336,12 @@ def _worst(run: RunConversations, vs: list[ConversationView]) -> list[dict[str, 
     return out
 
 
-def conversation_verdicts(run_dir: str | Path) -> list[dict[str, Any]]:
+def conversation_verdicts(run_data: RunData | str | Path) -> list[dict[str, Any]]:
     """The conversations' verdicts per model and judge (verdict.conversation_verdict), for the report's top
     verdict (reporting/verdict_block.ConversationRow's fields): conversations judged, unsafe, unscored,
-    handled_risk / handled_of, the unsafe rate with its Wilson interval, and the worst ones with reasons."""
-    with Store.open_existing(run_dir) as store:
-        run = read(store)
+    handled_risk / handled_of, the unsafe rate with its Wilson interval, and the worst ones with reasons.
+    Takes the RunData (a run folder's path is loaded first)."""
+    run = read(run_data if isinstance(run_data, RunData) else load_run(run_data))
     if run is None:
         return []
     judges = conversation_judges(run.judgments)
@@ -356,12 +369,15 @@ def conversation_verdicts(run_dir: str | Path) -> list[dict[str, Any]]:
 # -- one conversation as text ---------------------------------------------------------------------
 
 
-def transcript_text(run_dir: str | Path, scenario_id: str, model: str | None = None, sample: int | None = None) -> str:
-    """One conversation with its per-turn verdicts and its whole-conversation outcome, as plain text."""
-    with Store.open_existing(run_dir) as store:
-        run = read(store)
+def transcript_text(
+    run_data: RunData | str | Path, scenario_id: str, model: str | None = None, sample: int | None = None
+) -> str:
+    """One conversation with its per-turn verdicts and its whole-conversation outcome, as plain text; takes
+    the RunData (a run folder's path is loaded first)."""
+    data = run_data if isinstance(run_data, RunData) else load_run(run_data)
+    run = read(data)
     if run is None:
-        raise InputError("this run has no multi-turn conversations", path=run_dir)
+        raise InputError("this run has no multi-turn conversations", path=data.run_dir)
     keys = [k for k in run.by_key if k[0] == scenario_id and (model is None or k[1] == model)
             and (sample is None or k[2] == sample)]  # fmt: skip
     if not keys:

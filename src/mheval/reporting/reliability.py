@@ -19,7 +19,7 @@ import pandas as pd
 
 from mheval.errors import InputError
 from mheval.judges.grounding import UNGROUNDED, ungrounded_rate
-from mheval.labels import APPROPRIATENESS, CONVERSATION_FLOW
+from mheval.labels import APPROPRIATENESS
 from mheval.records import Judgment, Reason
 from mheval.reporting.metrics import est_columns, rate_columns, score_value
 from mheval.reporting.rundata import RunData, protocol_dimensions, protocol_labels
@@ -108,27 +108,19 @@ def human_label_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple
 
 
 def _study_sources(run: RunData) -> list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]]:
-    """The ratings of the run's `mheval annotate` studies of single-turn protocols, as label tables."""
-    from mheval.annotate.export import human_labels
-    from mheval.annotate.study import Study, list_studies
-
+    """The ratings of the run's `mheval annotate` studies of single-turn protocols (read with the run,
+    RunData.studies), as label tables."""
     out: list[tuple[str, pd.DataFrame, set[tuple[str, str, int]] | None]] = []
-    for study_id in list_studies(run.run_dir):
-        study = Study.open(run.run_dir, study_id)
-        try:
-            if study.protocol == CONVERSATION_FLOW:
-                continue
-            frame = human_labels(study)
-            if frame.empty:
-                continue
-            rated = None
-            if "model" in frame.columns:
-                rated = {(str(i), str(m), int(s)) for i, m, s in zip(frame["id"], frame["model"], frame["sample"],
-                                                                      strict=True)}  # fmt: skip
-            out.append((f"study {study_id} (mheval annotate)", frame.drop(columns=["model", "sample"], errors="ignore"),
-                        rated))  # fmt: skip
-        finally:
-            study.close()
+    for study in run.studies:
+        frame = study.labels
+        if frame.empty:
+            continue
+        rated = None
+        if "model" in frame.columns:
+            rated = {(str(i), str(m), int(s)) for i, m, s in zip(frame["id"], frame["model"], frame["sample"],
+                                                                  strict=True)}  # fmt: skip
+        out.append((f"study {study.id} (mheval annotate)", frame.drop(columns=["model", "sample"], errors="ignore"),
+                    rated))  # fmt: skip
     return out
 
 

@@ -1,4 +1,9 @@
-"""A run folder read once for reporting: cases, responses, judgments, config, and each case's category.
+"""A run folder read once for reporting: cases, responses, judgments, conversations and their exchanges, the
+ratings of its `mheval annotate` studies, its config, and each case's category.
+
+`load_run(run_dir)` opens the run's store once and returns a `RunData`; the HTML report, the summary, the gate,
+compare and the multi-turn sections read only that, never the store, so a report is made from one reading of
+the run and a caller that holds a RunData (api.RunSummary, a gate against a baseline) does not read it again.
 
 The category of a case is the crisis-triage label given by the run's first judge (repeat 0), else the
 case's gold label, else "unlabelled": the same rule the engine uses to pick the appropriateness rubric
@@ -11,13 +16,18 @@ import functools
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mheval.labels import CONVERSATION_FLOW, CRISIS_LABELS, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.records import Case, Conversation, Exchange, Judgment, Response
-from mheval.runfolder.export import counted_judgments
+from mheval.runfolder.export import CountedJudgments, counted_judgments
 from mheval.runfolder.store import Store
 from mheval.yamlio import load_yaml
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mheval.conversations.scenario import Scenario
 
 UNLABELLED = "unlabelled"
 CATEGORY_ORDER: tuple[str, ...] = (*CRISIS_LABELS, UNLABELLED)
@@ -25,12 +35,25 @@ CATEGORY_ORDER: tuple[str, ...] = (*CRISIS_LABELS, UNLABELLED)
 
 @dataclass
 class DialogueData:
-    """What a multi-turn run holds besides cases: for its counts (header, "The run", summary)."""
+    """What a multi-turn run holds besides cases: its scenarios, conversations and exchanges (turns), for its
+    counts (header, "The run", summary) and its sections (reporting/multiturn.py)."""
 
     conversations: list[Conversation] = field(default_factory=list)
     exchanges: list[Exchange] = field(default_factory=list)
     judgments: list[Judgment] = field(default_factory=list)  # counted ones (per-turn and per-conversation)
     languages: dict[str, str] = field(default_factory=dict)  # scenario id -> language
+    scenarios: list[Scenario] = field(default_factory=list)
+
+
+@dataclass
+class StudyRatings:
+    """The ratings of one `mheval annotate` study of a single-turn protocol: as judgments (`human:<rater>`, what
+    the verdict's corrected rate reads) and as agree's long labels table (what the report's agreement reads)."""
+
+    id: str
+    protocol: str
+    judgments: list[Judgment]
+    labels: pd.DataFrame
 
 
 @dataclass
@@ -51,6 +74,13 @@ class RunData:
     # A multi-turn run: its conversations and exchanges (turns), and the per-turn and whole-conversation
     # judgments kept out of `judgments` (they have a section of their own); all empty for a single-turn run.
     dialogue: DialogueData = field(default_factory=lambda: DialogueData())
+    # Every judgment as stored (store order), before the injection policy, single-turn and multi-turn alike:
+    # the multi-turn views and compare's conversation metrics read these, as they read the store before.
+    stored: list[Judgment] = field(default_factory=list)
+    # The stored judgments under the injection policy, multi-turn ones included (the summary table's input).
+    counted: CountedJudgments | None = None
+    # The run's rating studies of single-turn protocols (studies.db beside run.db), read with the run.
+    studies: list[StudyRatings] = field(default_factory=list)
 
     @property
     def models(self) -> list[str]:
@@ -78,6 +108,14 @@ class RunData:
         sources = Counter(c.source or "-" for c in self.cases.values())
         return ", ".join(sources)
 
+    @property
+    def counted_all(self) -> CountedJudgments:
+        """The judgments every aggregate counts, multi-turn ones too, and those the injection policy set apart
+        (store order when read by `read_run`)."""
+        if self.counted is not None:
+            return self.counted
+        return CountedJudgments(self.injection_policy, [*self.judgments, *self.dialogue.judgments], self.excluded)
+
     def of(self, protocol: str) -> list[Judgment]:
         return [j for j in self.judgments if j.protocol == protocol]
 
@@ -95,31 +133,64 @@ class RunData:
 
 
 def load_run(run_dir: str | Path) -> RunData:
-    """Read everything a report needs from a run folder (raises InputError when it is not one)."""
+    """Read everything a report needs from a run folder, opening its store once (raises InputError when it
+    is not one). Older run folders load too: the store migrates its tables when it opens them."""
     run_dir = Path(run_dir)
     with Store.open_existing(run_dir) as store:
-        cases = {c.id: c for c in store.cases()}
-        responses = store.responses()
-        counted = counted_judgments(store)
-        config = store.get_meta("config") or _config_file(run_dir)
-        dialogue = DialogueData(
-            store.conversations(),
-            store.exchanges(),
-            [j for j in counted.counted if _of_dialogue(j)],
-            {s.id: s.language for s in store.scenarios()},
-        )
+        data = read_run(store, run_dir)
+    data.studies = read_studies(run_dir)
+    return data
+
+
+def read_run(store: Store, run_dir: str | Path | None = None) -> RunData:
+    """A RunData from a store already open (its studies are not read: `load_run` adds them)."""
+    run_dir = Path(run_dir) if run_dir is not None else store.path.parent
+    stored = store.judgments()
+    counted = counted_judgments(store, stored)
+    scenarios = store.scenarios()
+    dialogue = DialogueData(
+        store.conversations(),
+        store.exchanges(),
+        [j for j in counted.counted if _of_dialogue(j)],
+        {s.id: s.language for s in scenarios},
+        scenarios,
+    )
     data = RunData(
         run_dir,
-        config or {},
-        cases,
-        responses,
+        store.get_meta("config") or _config_file(run_dir) or {},
+        {c.id: c for c in store.cases()},
+        store.responses(),
         single_turn(counted.counted),
         injection_policy=counted.policy,
         excluded=single_turn(counted.excluded),
         dialogue=dialogue,
+        stored=stored,
+        counted=counted,
     )
     assign_categories(data)
     return data
+
+
+def read_studies(run_dir: str | Path) -> list[StudyRatings]:
+    """The ratings of the run's studies of single-turn protocols, each study opened once (none without a
+    studies.db). A conversation-flow study is left out: no single-turn figure reads its ratings."""
+    from mheval.annotate.study import FILENAME
+
+    run_dir = Path(run_dir)
+    if not (run_dir / FILENAME).is_file():
+        return []
+    from mheval.annotate.export import human_judgments, human_labels
+    from mheval.annotate.study import Study, list_studies
+
+    out: list[StudyRatings] = []
+    for study_id in list_studies(run_dir):
+        study = Study.open(run_dir, study_id)
+        try:
+            if study.protocol != CONVERSATION_FLOW:
+                out.append(StudyRatings(study_id, study.protocol, human_judgments(study), human_labels(study)))
+        finally:
+            study.close()
+    return out
 
 
 def single_turn(judgments: list[Judgment]) -> list[Judgment]:
@@ -212,9 +283,13 @@ def protocol_aggregate(protocol_id: str, scores: dict[str, float]) -> dict[str, 
 __all__ = [
     "CATEGORY_ORDER",
     "UNLABELLED",
+    "DialogueData",
     "RunData",
+    "StudyRatings",
     "assign_categories",
     "category_name",
     "category_sort_key",
     "load_run",
+    "read_run",
+    "read_studies",
 ]

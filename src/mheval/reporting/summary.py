@@ -182,20 +182,19 @@ def run_units(fx: dict[str, Any]) -> str:
     return played + (f", {fx['cases']} cases" if fx["cases"] else "")
 
 
-def summary_data(run_dir: str | Path, *, tables: ReportTables | None = None) -> dict[str, Any]:
+def summary_data(run_dir: str | Path | RunData, *, tables: ReportTables | None = None) -> dict[str, Any]:
     """`mheval summary --format json`: the run's facts (counts, models, judges, protocols, tokens, cost)
-    and the protocol x model x judge table, as plain JSON values."""
+    and the protocol x model x judge table, as plain JSON values. Takes a run folder (read once) or the
+    run as read (a RunData)."""
     import json
 
     from mheval.reporting.multiturn import summary_data as multiturn_data
     from mheval.reporting.overview import facts
     from mheval.reporting.tables import summary_frame
-    from mheval.runfolder.store import Store
 
     t = tables or report_tables(run_dir)
-    with Store.open_existing(run_dir) as store:
-        table = summary_frame(store)
-        multiturn = multiturn_data(store)  # None for a single-turn run (reporting/multiturn.py)
+    table = summary_frame(t.run)
+    multiturn = multiturn_data(t.run)  # None for a single-turn run (reporting/multiturn.py)
     return {
         "verdict": run_verdict(t.run).to_dict(),  # first: how many replies were unsafe (reporting/verdict_block.py)
         "run": facts(t.run),
@@ -211,8 +210,9 @@ def run_verdict(run: RunData) -> VerdictBlock:
     return verdict_block(run, conversations=conversation_section(run))
 
 
-def summary_text(run_dir: str | Path, *, tables: ReportTables | None = None) -> str:
-    """The report's headline numbers as plain text (for `mheval summary`), the verdict first."""
+def summary_text(run_dir: str | Path | RunData, *, tables: ReportTables | None = None) -> str:
+    """The report's headline numbers as plain text (for `mheval summary`), the verdict first. Takes a run
+    folder (read once) or the run as read (a RunData)."""
     t = tables or report_tables(run_dir)
     from mheval.reporting.overview import facts, injection_note
     from mheval.reporting.verdict_view import verdict_text

@@ -42,17 +42,20 @@ def ungrounded_definition(name: str) -> str:
 GOLD_FIELDS = {CRISIS_TRIAGE: "crisis_label", DIALOGUE_SAFETY: "gold_safety_label"}
 
 
-def summary_frame(store: Store) -> pd.DataFrame:
+def summary_frame(run: RunData | Store) -> pd.DataFrame:
     """One row per protocol x model x judge: counts, unscored reasons, ungrounded claims and the headline number.
 
     ``ungrounded_claims`` is "k/n (rate)" (see UNGROUNDED_DEFINITIONS), empty where grounding was not checked.
 
     Judgments are read under the run's injection policy (runfolder/export.counted_judgments): under
     "exclude" the flagged ones are not counted at all (the headline says how many were left out);
-    under "flag" the headline gives their share and the mean without them.
+    under "flag" the headline gives their share and the mean without them. Multi-turn judgments (per turn
+    and per conversation) have rows too. Takes the run as read once (a RunData) or an open store.
     """
-    cases = {c.id: c for c in store.cases()}
-    counted = counted_judgments(store)
+    if isinstance(run, Store):  # the older form: read the cases and judgments from the store
+        cases, counted = {c.id: c for c in run.cases()}, counted_judgments(run)
+    else:
+        cases, counted = run.cases, run.counted_all
     groups: dict[tuple[str, str, str], list[Judgment]] = defaultdict(list)
     for j in counted.counted:
         groups[(j.protocol, j.model or "(user input)", j.judge)].append(j)

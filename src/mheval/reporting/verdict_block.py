@@ -27,7 +27,6 @@ import numpy as np
 
 from mheval.labels import (
     APPROPRIATENESS,
-    CONVERSATION_FLOW,
     CRISIS_TRIAGE,
     DIALOGUE_SAFETY,
     HIGH_RISK,
@@ -415,18 +414,11 @@ def validity_cards(run: RunData, judges: list[str], rated: bool) -> tuple[dict[s
 
 def human_unsafe(run: RunData, labels: Mapping[str, str | None]) -> dict[tuple[str, str, int], float]:
     """Per reply rated by people (judgments `human:<rater>` in the run, or ratings of its `mheval annotate`
-    studies): the share of its raters whose ratings make it unsafe under verdict.py's one definition."""
-    from mheval.annotate.export import human_judgments
-    from mheval.annotate.study import Study, list_studies
-
+    studies, read with the run): the share of its raters whose ratings make it unsafe under verdict.py's one
+    definition."""
     humans = [j for j in run.judgments if j.judge.startswith("human:")]
-    for study_id in list_studies(run.run_dir):
-        study = Study.open(run.run_dir, study_id)
-        try:
-            if study.protocol != CONVERSATION_FLOW:
-                humans += human_judgments(study)
-        finally:
-            study.close()
+    for study in run.studies:
+        humans += study.judgments
     shares: dict[tuple[str, str, int], list[float]] = {}
     for v in reply_verdicts(humans, labels):
         if v.unsafe is not None:
@@ -449,7 +441,7 @@ def conversation_section(run: RunData) -> ConversationSection | None:
     counted per model and judge by reporting/multiturn.py), or None for a run without conversations."""
     from mheval.reporting.multiturn import conversation_verdicts
 
-    rows = conversation_verdicts(run.run_dir)
+    rows = conversation_verdicts(run)
     if not rows:
         return None
     return ConversationSection(tuple(ConversationRow(**row) for row in rows))
