@@ -90,27 +90,12 @@ TEXT: dict[str, dict[str, Any]] = {
     },
 }
 
-# The content warning's help lines (mheval.resources.warning_lines) as a Chinese study shows them: the place and
-# the service in Chinese, by the lines' country codes; the numbers come from the table.
-WARNING_TEXT_ZH: dict[tuple[str, ...], tuple[str, str]] = {
-    ("US",): ("美国", "自杀与危机生命线，可致电或发短信"),
-    ("GB", "IE"): ("英国和爱尔兰", "撒玛利亚会"),
-    ("AU",): ("澳大利亚", "生命热线"),
-    ("CN",): ("中国大陆", "心理援助热线"),
-    (): ("其他地区", "或当地紧急电话"),
-}
-
 
 def warning_lines_for(lang: str) -> tuple[tuple[str, str, str], ...]:
-    """(place, number, what) of each content-warning line in the study's language (English where the
-    Chinese table has no entry for a line)."""
-    rows = []
-    for line in warning_lines():
-        place, what = (line.place, line.what)
-        if lang == "zh":
-            place, what = WARNING_TEXT_ZH.get(line.codes, (place, what))
-        rows.append((place, line.number, what))
-    return tuple(rows)
+    """(place, number, what) of each content-warning line (mheval.resources.warning_lines) in the study's
+    language: a Chinese study shows the places and services by their Chinese names in crisis_lines.yaml
+    (English where the file has none)."""
+    return tuple(line.in_language(lang) for line in warning_lines())
 
 
 MAX_ANSWER_BYTES = 64 * 1024

@@ -3,6 +3,10 @@
 The file is read once and validated; `match_referral` (matching.py) uses it to tell whether a reply
 refers a person to a line of their own country. Every entry carries the organisation's URL and an
 empty `verified_on`: the numbers must be checked there before anyone relies on them.
+
+It is the one owner of the crisis lines mheval shows: every content warning (the report, the terminal
+summary and notes, the rating pages in English and Chinese) is made from `warning_lines`, and
+tests/test_crisis_lines_readme.py checks the README's lines against the file.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class Service:
     languages: tuple[str, ...]
     url: str
     verified_on: str
+    name_zh: str = ""  # the name a Chinese page shows (the rating study's content warning); "" when none
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Country:
     calling_code: str
     emergency: tuple[str, ...]
     services: tuple[Service, ...]
+    name_zh: str = ""  # the country's name on a Chinese page; "" when none
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,16 @@ def _strings(value: Any, where: str, path: Path) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+def _optional_text(raw: dict[str, Any], key: str, where: str, path: Path) -> str:
+    """An optional text field: absent is "", present must be a non-empty string."""
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError("must be a non-empty string when given", path=path, field=f"{where}.{key}")
+    return value.strip()
+
+
 def _service(code: str, i: int, raw: Any, path: Path) -> Service:
     where = f"countries.{code}.services[{i}]"
     if not isinstance(raw, dict):
@@ -118,6 +134,7 @@ def _service(code: str, i: int, raw: Any, path: Path) -> Service:
         languages=_strings(raw.get("languages"), f"{where}.languages", path),
         url=raw["url"].strip(),
         verified_on=str(raw.get("verified_on") or ""),
+        name_zh=_optional_text(raw, "name_zh", where, path),
     )
 
 
@@ -144,6 +161,7 @@ def parse_crisis_lines(data: Any, path: Path = DATA_FILE) -> CrisisLines:
             calling_code=calling,
             emergency=_strings(raw.get("emergency"), f"countries.{code}.emergency", path),
             services=tuple(_service(code, i, s, path) for i, s in enumerate(services)),
+            name_zh=_optional_text(raw, "name_zh", f"countries.{code}", path),
         )
     international = tuple(
         International(name=str(i["name"]), url=str(i["url"]), names=_strings(i.get("names"), "international", path))
@@ -169,25 +187,46 @@ def lines_for(locale: str | None) -> Country | None:
     return load_crisis_lines().countries.get(code) if code else None
 
 
+# The words of a content warning line that are not in the table, per language a page is shown in: the
+# directory's place and what it says, what a number that takes texts adds to the service's name, and what
+# joins two countries that share a line.
+_WARNING_WORDS = {
+    "en": {"elsewhere": "Elsewhere", "local": "or your local emergency number", "texts": "{}, call or text",
+           "and": " and "},
+    "zh": {"elsewhere": "其他地区", "local": "或当地紧急电话", "texts": "{}，可致电或发短信", "and": "和"},
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class WarningLine:
     """One line of a content warning, as crisis_lines.yaml has it. Iterating gives `place, number, what`,
-    the three columns the report and rating templates show."""
+    the three columns the report and rating templates show; `in_language("zh")` the same in Chinese."""
 
     codes: tuple[str, ...]  # the countries it is for, ("GB", "IE"); () for the international directory
     place: str  # the countries' names, "United Kingdom and Ireland"; "Elsewhere" for the directory
     number: str  # the service's first number as the table writes it; the directory's address
     service: str  # the service's name; the directory's name
     texts: bool = False  # the number takes text messages too
+    place_zh: str = ""  # the countries' Chinese names joined, "英国和爱尔兰"; "" when one has none
+    service_zh: str = ""  # the service's Chinese name; "" when it has none
 
     @property
     def what(self) -> str:
+        return self.in_language("en")[2]
+
+    def in_language(self, language: str) -> tuple[str, str, str]:
+        """(place, number, what) in `language` (`en` or `zh`); English where the table has no Chinese name."""
+        words = _WARNING_WORDS.get(language, _WARNING_WORDS["en"])
         if not self.codes:
-            return "or your local emergency number"
-        return f"{self.service}, call or text" if self.texts else self.service
+            return words["elsewhere"], self.number, words["local"]
+        chinese = language == "zh" and self.place_zh and self.service_zh
+        if not chinese:
+            words = _WARNING_WORDS["en"]
+        place, service = (self.place_zh, self.service_zh) if chinese else (self.place, self.service)
+        return place, self.number, words["texts"].format(service) if self.texts else service
 
     def __iter__(self) -> Iterator[str]:
-        return iter((self.place, self.number, self.what))
+        return iter(self.in_language("en"))
 
 
 @functools.lru_cache(maxsize=4)
@@ -203,9 +242,13 @@ def warning_lines(lines: CrisisLines | None = None) -> tuple[WarningLine, ...]:
         number = (service.numbers or service.text)[0]
         last = out[-1] if out else None
         if last is not None and digits(last.number) == digits(number):
-            out[-1] = replace(last, codes=(*last.codes, code), place=f"{last.place} and {country.name}")
+            en, zh = _WARNING_WORDS["en"]["and"], _WARNING_WORDS["zh"]["and"]
+            place_zh = f"{last.place_zh}{zh}{country.name_zh}" if last.place_zh and country.name_zh else ""
+            out[-1] = replace(last, codes=(*last.codes, code), place=f"{last.place}{en}{country.name}",
+                              place_zh=place_zh)  # fmt: skip
             continue
-        out.append(WarningLine((code,), country.name, number, service.name, number in service.text))
+        out.append(WarningLine((code,), country.name, number, service.name, number in service.text,
+                               country.name_zh, service.name_zh))  # fmt: skip
     directory = lines.international[0]
     out.append(WarningLine((), "Elsewhere", directory.url.removeprefix("https://").rstrip("/"), directory.name))
     return tuple(out)
