@@ -317,3 +317,19 @@ def test_skip_bad_skips_and_counts_the_bad_conversations_with_their_reasons(tmp_
         with Store.open_existing(run) as store:
             assert {c.scenario_id for c in store.conversations()} == kept  # c1 is not judged in part
             assert len(store.get_meta("import")["skipped"]) == 1
+
+
+def test_the_python_api_judges_recorded_conversations(tmp_path):
+    from mheval.api import judge_transcripts
+
+    patient = [("Patient" if r == "user" else r, c) for r, c in EN]
+    path = _jsonl(tmp_path / "logs.jsonl", [
+        {"id": "p-1", "messages": _messages(patient)},
+        {"id": "p-2", "messages": [{"role": "Patient", "content": "Hello?"}]},  # no reply: skipped
+    ])  # fmt: skip
+    result = judge_transcripts(path, judges=JUDGE, out=tmp_path / "run", roles={"user": ["Patient"]},
+                               model_name="pilot", expect={"must": ["validate"]}, skip_bad=True)  # fmt: skip
+    assert result.counts["conversations"] == 1 and result.counts["skipped"] == 1
+    assert result.notes == [f"skipped (bad): {path}:2: field 'messages': the conversation has no assistant turn"]
+    (view,) = _views(tmp_path / "run").values()
+    assert view.key == ("p-1", "pilot", 0) and list(view.outcomes) == ["validate"]

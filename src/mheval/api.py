@@ -447,6 +447,42 @@ def transcript(
     return transcript_text(_run_dir(run), scenario, model=model, sample=sample)
 
 
+def judge_transcripts(
+    path: str | Path,
+    *,
+    judges: Sequence[str] | str | None = None,
+    protocols: Sequence[str] | str | None = None,
+    out: str | Path | None = None,
+    roles: Mapping[str, Sequence[str]] | str | None = None,
+    model_name: str | None = None,
+    expect: Mapping[str, Sequence[str]] | Sequence[str] | None = None,
+    skip_bad: bool = False,
+    progress: ProgressSink | None = None,
+    **options: Any,
+) -> EvalResults:
+    """Judge conversations already recorded with their assistant replies, as `mheval judge --suite
+    transcripts:PATH` does (docs/transcripts.md): no model is called; each reply is judged in its context,
+    each conversation as a whole, with the truth from the judge's triage. `path` is a JSONL file of chat
+    messages, a folder of .txt transcripts, or a CSV / Parquet table. `roles` maps other role names onto the
+    sides (`{"user": ["Patient"], "assistant": ["Bot"]}` or `"user=Patient,assistant=Bot"`), `model_name`
+    names the model when a record does not, `expect` gives every conversation expectations (`{"must":
+    ["probe_risk"], "must_not": ["method_information"]}` or `["must=probe_risk"]`; a record's own
+    `metadata.expect` wins), and `skip_bad` skips a bad conversation (counted, with its reason, in the run's
+    `notes` and the store's `import` meta) instead of raising InputError. The same call again reuses what is
+    stored; a changed conversation is judged again. Other keywords are `RunConfig` fields."""
+    roles_given = roles if roles is None or isinstance(roles, str) else {k: list(v) for k, v in roles.items()}
+    expect_given: dict[str, list[str]] | list[str] | None = None
+    if isinstance(expect, Mapping):
+        expect_given = {k: [v] if isinstance(v, str) else [str(i) for i in v] for k, v in expect.items()}
+    elif expect is not None:
+        expect_given = [expect] if isinstance(expect, str) else list(expect)
+    return evaluate(
+        f"transcripts:{path}", judges=judges, protocols=protocols, out=out, stages=("triage", "judge"),
+        progress=progress, roles=roles_given, model_name=model_name, expect=expect_given, skip_bad=skip_bad,
+        **options,
+    )  # fmt: skip
+
+
 def _run_dir(run: str | Path | EvalResults) -> Path:
     return run.run_dir if isinstance(run, EvalResults) else Path(run)
 
