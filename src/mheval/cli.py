@@ -42,6 +42,7 @@ from mheval.commands.options import (
     ProtocolOpt,
     QuietOpt,
     RayAddressOpt,
+    RedactOpt,
     RepeatsOpt,
     RolesOpt,
     RunArg,
@@ -116,6 +117,12 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
     counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
     spent = spent_text(result.model_calls, result.usage, result.cache_hits)
     err.print(f"done in {result.seconds:.1f}s: {counts}; {spent}", highlight=False, markup=False, soft_wrap=True)
+    if cfg.redact != "off":  # what --redact masked in the texts the judges read
+        from mheval.engine.redacting import describe, read
+
+        masked = describe(read(result.run_dir))
+        if masked:
+            err.print(masked, highlight=False, markup=False, soft_wrap=True)
     from mheval.models.local import take_generation_stats
 
     for stats in take_generation_stats():  # the embedded targets' speed ("generation took X s at Y tokens/s")
@@ -195,6 +202,7 @@ def run(
     model_name: ModelNameOpt = None,
     expect: ExpectOpt = None,
     skip_bad: SkipBadOpt = None,
+    redact: RedactOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The whole pipeline: triage, generate, judge (for a multi-turn suite: play, judge each turn, judge
@@ -265,6 +273,7 @@ def judge(
     model_name: ModelNameOpt = None,
     expect: ExpectOpt = None,
     skip_bad: SkipBadOpt = None,
+    redact: RedactOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), --responses, or

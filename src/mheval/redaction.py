@@ -86,6 +86,19 @@ def available() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("phonenumbers", "presidio_analyzer", "tldextract"))
 
 
+def library_versions() -> list[str]:
+    """The detecting libraries as installed ("phonenumbers 9.0.43", ...): a new version may mask differently."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for package in ("presidio-analyzer", "phonenumbers", "tldextract"):
+        try:
+            out.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            out.append(f"{package} absent")
+    return out
+
+
 def require(option: str = "--redact") -> None:
     """An InputError naming the install command when the `redact` extra is missing."""
     if not available():
@@ -144,6 +157,7 @@ _CN_SURNAMES = (
     "熊孟秦邱江尹薛闫閆段雷侯龙龍史陶黎贺賀顾顧毛郝龚龔邵万萬钱錢严嚴覃武戴莫孔向汤湯颜顏柯欧歐翁庄莊"
 )
 _CN_SURNAME = "(?:" + "|".join(_CN_COMPOUND) + f"|[{_CN_SURNAMES}])"
+_CN_SURNAME_RE = re.compile("^" + _CN_SURNAME)
 _CN_HONORIFICS = (
     "先生|女士|小姐|太太|老师|老師|医生|醫生|大夫|教授|博士|同学|同學|阿姨|叔叔|经理|經理|主任|师傅|師傅|"
     "律师|律師|护士|護士|社工|咨询师|諮詢師|心理师|心理師"
@@ -457,7 +471,8 @@ def _names_in(spans: Sequence[_Span], text: str) -> list[str]:
 
 def _recurring_names(found: Iterable[str]) -> list[str]:
     """The strings to mask wherever they recur: each found name, and each word of an English full name
-    ("Anna Lee" -> "Anna", "Lee"), longest first; single Chinese characters (a bare surname) are not."""
+    ("Anna Lee" -> "Anna", "Lee") and the given name of a Chinese one (陈美玲 -> 美玲), longest first; single
+    Chinese characters (a bare surname) are not."""
     out: set[str] = set()
     for name in found:
         if name.lower() in _NOT_NAMES or name in _ZH_NOT_NAMES:
@@ -465,6 +480,9 @@ def _recurring_names(found: Iterable[str]) -> list[str]:
         if re.match(f"[{_CJK}]", name):
             if len(name) >= 2:
                 out.add(name)
+            given = _CN_SURNAME_RE.sub("", name, count=1)
+            if len(name) >= 3 and len(given) >= 2:  # 陈美玲 -> 美玲, the name friends call her by
+                out.add(given)
             continue
         out.add(name)
         out.update(w for w in name.split() if len(w) >= 3 and w.lower() not in _NOT_NAMES)
@@ -511,4 +529,13 @@ def _mask(text: str, spans: list[_Span]) -> Redacted:
     return Redacted("".join(parts), {k: counts[k] for k in KINDS if counts[k]})
 
 
-__all__ = ["COMMON_REGIONS", "INSTALL_HINT", "KINDS", "Redacted", "Redactor", "available", "require"]
+__all__ = [
+    "COMMON_REGIONS",
+    "INSTALL_HINT",
+    "KINDS",
+    "Redacted",
+    "Redactor",
+    "available",
+    "library_versions",
+    "require",
+]

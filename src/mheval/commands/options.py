@@ -69,6 +69,16 @@ SkipBadOpt = Annotated[
         "with exit code 2 (nothing is judged in part either way).",
     ),
 ]
+# Personal data (src/mheval/redaction.py, docs/redaction.md).
+RedactOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--redact",
+        help="Mask names, e-mail addresses, phone numbers (crisis lines kept), street addresses and URLs before "
+        "any judge or simulator reads a text: judge, or store (also keep the masked texts in the run folder); "
+        "off by default. Needs pip install 'mheval[redact]'.",
+    ),
+]
 QuietOpt = Annotated[
     bool,
     typer.Option(

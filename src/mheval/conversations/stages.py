@@ -66,7 +66,9 @@ class Played:
 
 def conversation_inputs(scenario: Scenario, target: str, sample: int, config: RunConfig, mode: str) -> Inputs:
     """What decides a conversation before its first turn (each exchange adds the turns before it)."""
-    simulator = {"mode": mode, "simulator": config.simulator if mode == "adaptive" else None}
+    simulator: dict[str, Any] = {"mode": mode, "simulator": config.simulator if mode == "adaptive" else None}
+    if mode == "adaptive" and config.redact != "off":
+        simulator["redact"] = True  # the simulated user reads the conversation masked (engine/redacting.py)
     return {
         "case": digest(scenario.model_dump(mode="json")),
         "model": digest(target_params(target, sample, config)),
@@ -179,7 +181,10 @@ async def _play_one(
     made = 0
     end: tuple[str, Reason | None, str | None] | None = _ended(history, scenario, mode)
     while end is None:
-        said = await user.next_turn([(e.user, e.reply) for e in history], beat, in_beat)
+        pairs = [(e.user, e.reply) for e in history]
+        if bench.redaction is not None:  # with --redact the simulated user reads the conversation masked
+            pairs = bench.redaction.history_view(pairs, scenario.locale)
+        said = await user.next_turn(pairs, beat, in_beat)
         if said.failure is not None:
             why = Reason.PROVIDER_ERROR if said.failure[0] == "provider_error" else Reason.SIMULATOR_FAILURE
             end = ("simulator_failure", why, f"turn {len(history) + 1}: {said.failure[0]}: {said.failure[1]}")
@@ -461,6 +466,8 @@ async def judge_conversations(
 
     async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | Truth | None, judge: str,
                   model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
+        if bench.redaction is not None:  # with --redact the conversation judges read the exchanges masked
+            exchanges = bench.redaction.exchanges_view(exchanges, scenario.locale)
         async with limit:
             if not isinstance(turns, list):
                 verdict = await expectations_judge.judge_expectations(

@@ -105,7 +105,20 @@ def judging_inputs(
 
 def judge_digest(name: str, config: RunConfig) -> str:
     """A judge's identity: its files for the offline and trained judges (a rebuilt model judges anew),
-    its model spec and judging parameters for an LLM judge."""
+    its model spec and judging parameters for an LLM judge; with --redact, also the masking's code, since
+    the judge then reads masked texts (a judgment of the unmasked text is never reused, nor the reverse)."""
+    own = _judge_digest(name, config)
+    if config.redact == "off":
+        return own  # unchanged, so the judgments of runs made before masking existed stay reusable
+    from mheval import redaction
+    from mheval.resources import DATA_FILE
+
+    # What decides the masked text: the rules, the crisis lines kept, and the detecting libraries' versions.
+    masking = [_file_digest(Path(redaction.__file__)), _file_digest(DATA_FILE), *redaction.library_versions()]
+    return digest([own, {"redact": masking}])
+
+
+def _judge_digest(name: str, config: RunConfig) -> str:
     from mheval.judges import OFFLINE, is_finetuned_folder, is_model_file
 
     if name == OFFLINE or name.startswith(OFFLINE + ":"):

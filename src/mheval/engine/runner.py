@@ -140,6 +140,10 @@ def plan_run(
     for stage in stages:
         if stage not in STAGES:
             raise InputError(f"unknown stage {stage!r}", choices=STAGES)
+    if config.redact != "off":
+        from mheval.redaction import require
+
+        require()  # the libraries that mask personal data, named before anything is written
     scenarios: list[Scenario] = []
     imported: ImportedSuite | None = None
     if suite is None and is_transcript_suite(config.suite):
@@ -376,6 +380,10 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
                 _retire_stale(store, cases)
             if config.panel:
                 _panels(plan, store, names)
+            if bench.redaction is not None:  # what was masked, counted in the run (and kept, with `store`)
+                from mheval.engine import redacting
+
+                redacting.record(store, run_dir, bench.redaction, {s.id: s.locale for s in plan.scenarios})
             calls, usage = spent()
             hits = sum(m.hits for m in models.values()) + getattr(executor, "cache_hits", 0)
         return RunResult(

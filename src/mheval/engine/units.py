@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mheval.config import RunConfig
 from mheval.judges.base import Judge
 from mheval.models.base import BODY_CAP, ChatModel, ModelError, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Judgment, Response
+
+if TYPE_CHECKING:
+    from mheval.engine.redacting import RunRedaction
 
 T = TypeVar("T")
 
@@ -54,12 +57,20 @@ Result = Judgment | Response
 
 @dataclass
 class Workbench:
-    """What doing a unit needs. `judges` and `models` are keyed by name (judge.name, the model spec)."""
+    """What doing a unit needs. `judges` and `models` are keyed by name (judge.name, the model spec).
+    `redaction` masks personal data in what judges and simulators read, when the run asks for it."""
 
     config: RunConfig
     models: Mapping[str, ChatModel]
     judges: Mapping[str, Judge]
     protocols: Mapping[str, ProtocolSpec]
+    redaction: RunRedaction | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.config.redact != "off" and self.redaction is None:
+            from mheval.engine.redacting import RunRedaction
+
+            self.redaction = RunRedaction(self.config.redact)
 
 
 async def perform(unit: Unit, bench: Workbench) -> Result:
@@ -68,9 +79,12 @@ async def perform(unit: Unit, bench: Workbench) -> Result:
         return await _generate(unit, bench)
     judge = bench.judges[unit.judge]
     protocol = bench.protocols[unit.protocol]
+    # The one place every judge's input passes: with --redact, the turns and the reply are masked here.
+    response = unit.response if isinstance(unit, JudgeUnit) else None
+    case, response = bench.redaction.judge_view(unit.case, response) if bench.redaction else (unit.case, response)
     if isinstance(unit, TriageUnit):
-        return await judge.judge(protocol, unit.case, None, repeat=unit.repeat)
-    return await judge.judge(protocol, unit.case, unit.response, repeat=unit.repeat, crisis_label=unit.crisis_label)
+        return await judge.judge(protocol, case, None, repeat=unit.repeat)
+    return await judge.judge(protocol, case, response, repeat=unit.repeat, crisis_label=unit.crisis_label)
 
 
 async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:

@@ -1,0 +1,160 @@
+"""What a judge or simulator reads when a run masks personal data (`RunConfig.redact`; the masking is redaction.py's).
+
+Every text a judge receives passes through here first: a case's turns and the reply judged (`judge_view`, which
+engine/units.py calls for every triage and judgment unit, whatever the judge), a conversation's exchanges (the
+whole-conversation judges) and the history a simulated user reads (`exchanges_view`, `history_view`). The texts
+of one case or conversation are masked together, so a name said in one turn is masked where it comes back.
+
+When the run ends, `record` counts what was masked in the run's texts (each case's turns once, each reply once,
+each conversation's exchanges once) into the store's meta `redaction`, and with `store` writes those masked texts
+to `redacted.jsonl` in the run folder. The counts are worked out from the stored texts, so they are the same
+whichever executor did the units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mheval.fileio import atomic_write
+from mheval.records import Case, Exchange, Response
+from mheval.redaction import KINDS, Redacted, Redactor
+from mheval.runfolder.store import Store
+
+REDACTED_FILE = "redacted.jsonl"
+Pair = tuple[str, str | None]  # a user turn and the reply to it (None: the target failed)
+META_KEY = "redaction"
+# Each kind in words, singular and plural, for the line the run prints.
+_WORDS = {
+    "NAME": ("name", "names"),
+    "EMAIL": ("e-mail address", "e-mail addresses"),
+    "PHONE": ("phone number", "phone numbers"),
+    "ADDRESS": ("street address", "street addresses"),
+    "URL": ("URL", "URLs"),
+}
+
+
+class RunRedaction:
+    """The masking of one run: one Redactor (its analyzer is built once) and the run's mode."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.redactor = Redactor()
+
+    def judge_view(self, case: Case, response: Response | None) -> tuple[Case, Response | None]:
+        """The case and reply as a judge reads them: turns and reply masked together."""
+        texts = [t.content for t in case.turns]
+        judged = response is not None and response.text is not None
+        if judged:
+            assert response is not None and response.text is not None
+            texts.append(response.text)
+        masked = self.redactor.redact_all(texts, case.locale)
+        turns = [
+            t.model_copy(update={"content": m.text}) for t, m in zip(case.turns, masked[: len(case.turns)], strict=True)
+        ]
+        view = case.model_copy(update={"turns": turns})
+        if judged:
+            assert response is not None
+            return view, response.model_copy(update={"text": masked[-1].text})
+        return view, response
+
+    def exchanges_view(self, exchanges: Sequence[Exchange], locale: str | None) -> list[Exchange]:
+        """A conversation's exchanges as a whole-conversation judge reads them."""
+        masked = self.redactor.redact_all(_exchange_texts(exchanges), locale)
+        out, i = [], 0
+        for e in exchanges:
+            update: dict[str, Any] = {"user": masked[i].text}
+            i += 1
+            if e.reply is not None:
+                update["reply"] = masked[i].text
+                i += 1
+            out.append(e.model_copy(update=update))
+        return out
+
+    def history_view(
+        self, history: Sequence[tuple[str, str | None]], locale: str | None
+    ) -> list[tuple[str, str | None]]:
+        """The (user, reply) pairs a simulated user reads, masked."""
+        texts = [x for pair in history for x in pair if x is not None]
+        masked = iter(m.text for m in self.redactor.redact_all(texts, locale))
+        return [(next(masked), next(masked) if reply is not None else None) for _, reply in history]
+
+
+def _exchange_texts(exchanges: Iterable[Exchange]) -> list[str]:
+    return [x for e in exchanges for x in (e.user, e.reply) if x is not None]
+
+
+def record(store: Store, run_dir: Path, redaction: RunRedaction, locales: Mapping[str, str | None]) -> dict[str, Any]:
+    """Count what was masked in the run's texts into the meta `redaction` (and, for `store`, write the masked
+    texts to redacted.jsonl). `locales` gives a conversation's locale by scenario id. Returns the meta."""
+    counts: Counter[str] = Counter()
+    texts = masked_texts = 0
+    rows: list[dict[str, Any]] = []
+
+    def tally(results: Sequence[Redacted]) -> None:
+        nonlocal texts, masked_texts
+        texts += len(results)
+        masked_texts += sum(1 for r in results if r.masked)
+        for r in results:
+            counts.update(r.counts)
+
+    cases = {c.id: c for c in store.cases()}
+    for case in cases.values():
+        masked = redaction.redactor.redact_all([t.content for t in case.turns], case.locale)
+        tally(masked)
+        turns = [{"role": t.role, "content": m.text} for t, m in zip(case.turns, masked, strict=True)]
+        rows.append({"case_id": case.id, "turns": turns})
+    for response in store.responses():
+        asked = cases.get(response.case_id)
+        if asked is None or response.text is None:
+            continue
+        reply = redaction.redactor.redact_all([*(t.content for t in asked.turns), response.text], asked.locale)[-1]
+        tally([reply])
+        rows.append({"case_id": asked.id, "model": response.model, "sample": response.sample, "reply": reply.text})
+    conversations: dict[tuple[str, str, int], list[Exchange]] = {}
+    for e in store.exchanges():
+        conversations.setdefault((e.scenario_id, e.model, e.sample), []).append(e)
+    for (scenario_id, model, sample), exchanges in conversations.items():
+        view = redaction.exchanges_view(exchanges, locales.get(scenario_id))
+        tally(redaction.redactor.redact_all(_exchange_texts(exchanges), locales.get(scenario_id)))
+        rows += [
+            {"scenario_id": scenario_id, "model": model, "sample": sample, "turn": e.turn, "user": e.user,
+             "reply": e.reply}
+            for e in view
+        ]  # fmt: skip
+    meta = {
+        "mode": redaction.mode,
+        "counts": {k: counts[k] for k in KINDS},
+        "texts": texts,
+        "texts_masked": masked_texts,
+    }
+    store.set_meta(META_KEY, meta)
+    if redaction.mode == "store":
+        atomic_write(run_dir / REDACTED_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return meta
+
+
+def describe(meta: Mapping[str, Any] | None) -> str | None:
+    """ "masked in 12 of 40 texts: 3 names, 2 e-mail addresses, 4 phone numbers" from the meta, or None."""
+    if not meta:
+        return None
+    counts = meta.get("counts") or {}
+    parts = [f"{n} {_WORDS[k][n != 1]}" for k, n in counts.items() if n and k in _WORDS]
+    what = ", ".join(parts) if parts else "nothing found to mask"
+    where = f" ({REDACTED_FILE} in the run folder)" if meta.get("mode") == "store" else ""
+    return f"personal data masked in {meta.get('texts_masked', 0)} of {meta.get('texts', 0)} texts: {what}{where}"
+
+
+def read(run_dir: Path) -> dict[str, Any] | None:
+    """The run's meta `redaction`, or None (not a redacted run, or no run folder)."""
+    store = Store.open_readonly(run_dir)
+    if store is None:
+        return None
+    try:
+        value = store.get_meta(META_KEY)
+    finally:
+        store.close()
+    return value if isinstance(value, dict) else None
