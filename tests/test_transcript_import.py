@@ -229,6 +229,15 @@ def test_judging_again_reuses_every_stored_unit_and_a_changed_conversation_is_ju
     assert superseded >= len(changed)
     assert _views(run)[("zh-1", "bot-a", 0)].exchanges[1].reply == "别想太多了，早点睡吧。"
 
+    records[0]["messages"] = records[0]["messages"][:2]  # en-1 now ends after its first reply
+    _jsonl(path, records)
+    assert _judge(f"transcripts:{path}", run).returncode == 0
+    shorter, _ = _stored(run)
+    assert not [k for k in shorter if k[0].startswith("en-1#t2")]  # the verdicts of the turn it lost are retired
+    assert shorter[("en-1#t1", "psycrisis")] == now[("en-1#t1", "psycrisis")]
+    assert shorter[("en-1", "conversation-flow")] != now[("en-1", "conversation-flow")]  # judged whole again
+    assert len(_views(run)[("en-1", "bot-a", 0)].exchanges) == 1
+
 
 # --------------------------------------------------------------------------------------------- views
 
