@@ -67,6 +67,7 @@ def test_english_names_emails_phones_and_addresses_are_masked(redactor: Redactor
         ("Hi Marcus, I'm sorry things are this heavy right now.", "Marcus"),
         ("I can't do this anymore.\n\nThanks,\nDaniel", "Daniel"),
         ("My therapist, Linda, is away until March.", "Linda"),
+        ("Hi, I'm José, and I feel awful tonight.", "José"),
     ],
 )
 def test_english_names_after_their_cues(redactor: Redactor, text: str, name: str) -> None:
@@ -80,6 +81,16 @@ def test_a_name_found_once_is_masked_where_it_recurs(redactor: Redactor) -> None
     )
     assert user.text == "My name is [NAME]. Everything feels pointless."
     assert reply.text == "[NAME], thank you for telling me. [NAME] is a lovely name."
+
+
+def test_a_number_no_numbering_plan_knows_is_masked_after_a_phone_cue(redactor: Redactor) -> None:
+    # 555-01XX numbers are reserved for fiction and a 7-digit number lacks its area code: no region's plan
+    # validates them, but "call me at" says what they are.
+    out = redactor.redact("Please don't tell anyone, but call me at 555-0199 or text me on 5550123 after 9.", "US")
+    assert out.text == "Please don't tell anyone, but call me at [PHONE] or text me on [PHONE] after 9."
+    # Without such words a long number stays (an amount, a year range, a reference).
+    plain = "I owe 25000000 won and it's been 2019-2023 of this."
+    assert redactor.redact(plain, "US").text == plain
 
 
 def test_urls_are_masked_but_crisis_sites_kept(redactor: Redactor) -> None:
@@ -173,6 +184,7 @@ def test_a_crisis_reply_without_personal_data_comes_out_unchanged(redactor: Reda
         "It's been 2 years since 2019 and I still take 50 mg every morning.",
         "My friend told me to go to the doctor, but I'm scared of what they'll say.",
         "I am Fine, really. It's just work and my mom and everything.",
+        "I'm Hopeless. I'm Struggling, honestly.",
         "I failed my exam on Monday. My score was 42 out of 100.",
         "我是学生，最近压力很大，晚上睡不着。",
         "我的心理医生很好，可是我还是很难过。",

@@ -66,6 +66,12 @@ _PRESIDIO_KINDS = {"EMAIL_ADDRESS": "EMAIL", "URL": "URL", "STREET_ADDRESS": "AD
 _DIGIT = re.compile(r"\d")
 # A run of digits with the separators phone numbers are written with, from an optional + or (.
 _NUMBER_RUN = re.compile(r"[+＋(（]?\d[\d \t().\-‐–/（）]*\d")
+# Words that say a number is a phone number, for numbers no region's plan knows (a local number without its area
+# code, "555-0199"); the number must follow within 30 characters.
+_PHONE_CUE = re.compile(
+    r"(?i:\b(?:phone|cell|mobile|number|call me|text me|reach me|ring me|whatsapp|signal|tel)\b)|"
+    r"电话|電話|手机|手機|号码|號碼|微信|联系我|聯絡我"
+)
 _CJK = "\u4e00-\u9fff\u3400-\u4dbf"
 
 
@@ -108,7 +114,8 @@ def require(option: str = "--redact") -> None:
 # -- names: the words around a name ---------------------------------------------------------------
 
 # A capitalised word, with inner hyphens or apostrophes (Mary-Jane, O'Neil); a name is one to three of them.
-_WORD = r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)*"
+_UPPER, _LOWER = "A-ZÀ-ÖØ-Þ", "a-zß-öø-ÿ"  # with the accented letters of Latin-1 (José, Zoë)
+_WORD = rf"[{_UPPER}][{_LOWER}]+(?:[-'][{_UPPER}]?[{_LOWER}]+)*"
 _FULL = rf"{_WORD}(?:[ \t]+{_WORD}){{0,2}}"
 _RELATIONS = (
     r"friend|best friend|boyfriend|girlfriend|partner|husband|wife|fianc[ée]e?|ex|son|daughter|kid|child|baby|"
@@ -125,7 +132,8 @@ _EN_NAME_PATTERNS = (
     # Lower-case after an explicit "my name is" too (chat is often written so); the stop list weeds out
     # "my name is not important".
     ("intro-lower", r"(?<=\b(?i:my name is|my name's)[ \t]+)[a-z][a-z]{2,}(?=[ \t]*(?:[,.!?;]|$|\band\b))", 0.6),
-    ("call-me", rf"(?<=\b(?i:call me|this is)[ \t]+){_WORD}(?=[ \t]*(?:[,.!?]|$|\b(?i:here|speaking)\b))", 0.6),
+    ("call-me", rf"(?<=\b(?i:call me)[ \t]+){_WORD}(?=[ \t]*(?:[,.!?]|$))", 0.6),
+    ("this-is", rf"(?<=\b(?i:this is|it's)[ \t]+){_WORD}(?=[ \t]+(?i:here|speaking)\b)", 0.6),
     ("im", rf"(?<=\b(?:I'm|I’m|I am|Im|i'm|i am)[ \t]+){_FULL}(?=[ \t]*(?:[,.!?;]|$|\b(?:and|here|from)\b))", 0.6),
     ("title", rf"(?<=\b(?:{_TITLES})\.?[ \t]+){_FULL}", 0.7),
     ("relation", rf"(?<=\b(?i:my|our|his|her|their)[ \t]+(?i:{_RELATIONS}),?[ \t]+){_FULL}", 0.6),
@@ -144,8 +152,12 @@ _NOT_NAMES_TEXT = """
     their what who how why when where yes no hello hi hey dear sir madam everyone all team friend friends mom mum
     dad god jesus lord christmas monday tuesday wednesday thursday friday saturday sunday january february march
     april may june july august september october november december english chinese american british australian
-    important irrelevant unimportant nobody someone anyone nothing something lol ugh um uh oh
+    important irrelevant unimportant nobody someone anyone nothing something lol ugh um uh oh numb empty suicidal
+    single married divorced pregnant sick ill drunk sober high back home gay straight trans bi queer catholic muslim
+    jewish hindu buddhist atheist autistic bipolar adhd new old young dying finished serious honest
     """
+# Words with these endings after "I'm" are states, not names ("I'm Hopeless.", "I'm Struggling,").
+_NOT_NAME_ENDINGS = ("ing", "less", "ful", "ous", "ive", "ish", "able", "ible")
 _NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
 
 # Chinese: common surnames (simplified and traditional forms), the compound ones first.
@@ -303,7 +315,8 @@ class Redactor:
     def _phones(self, text: str, locale: str | None) -> list[_Span]:
         """Each run of digits that could be a phone number, read by the matcher of the locale's region and then
         of each common region until one finds a valid number there (a number written for one region is
-        usually not valid for the others, and trying every region on every text would be slow)."""
+        usually not valid for the others, and trying every region on every text would be slow). Another
+        region's number counts when it is written as a phone number or words before it say it is one."""
         import phonenumbers
 
         own = normalise_locale(locale)
@@ -312,10 +325,15 @@ class Redactor:
         for candidate in _NUMBER_RUN.finditer(text):
             if len(_DIGIT.findall(candidate.group())) < 6:  # shorter numbers are not a person's phone
                 continue
+            cue = _PHONE_CUE.search(text[max(0, candidate.start() - 30) : candidate.start()]) is not None
             start, end = max(0, candidate.start() - 1), min(len(text), candidate.end() + 1)
             window = text[start:end]
             for region in regions:
-                found = list(phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.VALID))
+                found = [
+                    m
+                    for m in phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.VALID)
+                    if region == own or cue or _looks_like_a_phone(m.raw_string)
+                ]
                 spans += [
                     _Span(start + m.start, start + m.end, "PHONE")
                     for m in found
@@ -323,6 +341,10 @@ class Redactor:
                 ]
                 if found:
                     break
+            else:  # no region's matcher takes it: still a phone when the words before say so
+                digits_only = digits(candidate.group())
+                if cue and len(digits_only) >= 7 and digits_only not in self._keep_numbers:
+                    spans.append(_Span(candidate.start(), candidate.end(), "PHONE"))
         return spans
 
     # -- what is kept -----------------------------------------------------------------------------
@@ -394,8 +416,12 @@ def _analyzer() -> AnalyzerEngine:
         """Names after the cues above, less the capitalised words that are not names."""
 
         def validate_result(self, pattern_text: str) -> bool | None:
-            first = pattern_text.split()[0].lower() if pattern_text.split() else ""
-            return False if first in _NOT_NAMES or pattern_text in _ZH_NOT_NAMES else None
+            words = pattern_text.lower().split()
+            if not words or pattern_text in _ZH_NOT_NAMES:
+                return False
+            if any(w in _NOT_NAMES for w in words) or any(w.endswith(_NOT_NAME_ENDINGS) for w in words[1:]):
+                return False
+            return False if len(words[0]) > 5 and words[0].endswith(_NOT_NAME_ENDINGS) else None
 
     def patterns(specs: Iterable[tuple[str, str, float]]) -> list[Pattern]:
         return [Pattern(name, source, score) for name, source, score in specs]
@@ -423,6 +449,12 @@ def _analyzer() -> AnalyzerEngine:
     )  # fmt: skip
     engine = NoOpNlpEngine(models=[{"lang_code": _LANG, "model_name": "none"}])
     return AnalyzerEngine(registry=registry, nlp_engine=engine, supported_languages=[_LANG])
+
+
+def _looks_like_a_phone(raw: str) -> bool:
+    """Written as phone numbers are (+, brackets or separators), or long enough (10 digits and more) that
+    little else is: a bare "25000000" is a valid Hong Kong number but, in a text from elsewhere, an amount."""
+    return raw.lstrip().startswith(("+", "＋", "(", "（")) or not raw.strip().isdigit() or len(raw.strip()) >= 10
 
 
 def _crisis_numbers(lines: CrisisLines) -> frozenset[str]:
