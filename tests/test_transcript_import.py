@@ -342,3 +342,13 @@ def test_the_python_api_judges_recorded_conversations(tmp_path):
     assert result.notes == [f"skipped (bad): {path}:2: field 'messages': the conversation has no assistant turn"]
     (view,) = _views(tmp_path / "run").values()
     assert view.key == ("p-1", "pilot", 0) and list(view.outcomes) == ["validate"]
+
+
+def test_run_on_recorded_conversations_calls_no_target_model(tmp_path):
+    path = _jsonl(tmp_path / "logs.jsonl", [{"id": "en-1", "model": "bot-a", "messages": _messages(EN)}])
+    # A target that would need an API key (none is set): run must not even look at it.
+    ran = mheval("run", "--suite", f"transcripts:{path}", "--model", "openai/gpt-4o-mini", "--judge", JUDGE,
+                 "--out", str(tmp_path / "run"), "--quiet", env={"OPENAI_API_KEY": ""}, cwd=ROOT)  # fmt: skip
+    assert ran.returncode == 0, ran.output
+    assert "0 model calls" in ran.stderr
+    assert set(_views(tmp_path / "run")) == {("en-1", "bot-a", 0)}
