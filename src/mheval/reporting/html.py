@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -103,192 +104,169 @@ def _usage_columns() -> list[f.Column]:
     ]
 
 
+class Section(NamedTuple):
+    """One table of the report: the frame it shows (by export name), its columns, which rows stand out, and how
+    many leading columns are shown once per run of equal values."""
+
+    frame: str
+    columns: tuple[f.Column, ...]
+    emphasise: Callable[[dict[str, Any]], bool] | None = None
+    group: int = 0
+
+
+_MODEL_JUDGE = (f.text("model"), f.text("judge"))
+_RESPONSES = f.col("n", "responses", f.num)
+
+
+def _counts(*keys: str) -> tuple[f.Column, ...]:
+    """Count columns headed by their own names."""
+    return tuple(f.col(key, key, f.num) for key in keys)
+
+
+def _dimension_met(r: dict[str, Any]) -> str:
+    """A PsyCrisis dimension's share met, or the total's interval on its own row."""
+    if r["dimension"] == "total":
+        return f.interval(r["rate"], r["rate_low"], r["rate_high"])
+    return f.pct(r["rate"], r["rate_low"], r["rate_high"], r["met"], r["n"])
+
+
+# The report's tables, in the keys the template reads.
+SECTIONS: dict[str, Section] = {
+    "appropriateness": Section(
+        "appropriateness_by_category",
+        (
+            *_MODEL_JUDGE,
+            f.text("category_name", "category"),
+            _RESPONSES,
+            f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
+            f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
+            f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
+        ),
+        _is_all,
+        2,
+    ),
+    "psycrisis_category": Section(
+        "psycrisis_by_category",
+        (*_MODEL_JUDGE, f.text("category_name", "category"), _RESPONSES, f.est("total", "mean total (0–5) [95% CI]")),
+        _is_all,
+        2,
+    ),
+    "psycrisis_dimensions": Section(
+        "psycrisis_dimensions",
+        (*_MODEL_JUDGE, f.text("dimension_name", "dimension"), _RESPONSES, f.Column("met [95% CI]", _dimension_met)),
+        lambda r: r["dimension"] == "total",
+        2,
+    ),
+    "mentalalign": Section(
+        "mentalalign_profile",
+        (*_MODEL_JUDGE, f.text("attribute_name", "attribute"), _RESPONSES, f.est("mean", "mean (1–5) [95% CI]")),
+        lambda r: r["attribute"] in ("css", "ars"),
+        2,
+    ),
+    "dialogue_labels": Section(
+        "dialogue_safety_labels",
+        (*_MODEL_JUDGE, f.text("label_name", "label"), f.rate("share", "share [95% CI]")),
+        lambda r: r["label"] == "safe",
+        2,
+    ),
+    "dialogue_gold": Section(
+        "dialogue_safety_gold",
+        (
+            *_MODEL_JUDGE,
+            f.rate("agree", "same label as the gold label [95% CI]"),
+            f.text("note", "cases the judge learned from"),
+        ),
+    ),
+    "triage_labels": Section(
+        "triage_labels",
+        (f.text("judge"), f.text("label_name", "label"), f.rate("share", "share of cases [95% CI]")),
+        group=1,
+    ),
+    "triage_gold": Section(
+        "triage_gold",
+        (
+            f.text("judge"),
+            f.rate("agree", "same label as the gold label [95% CI]"),
+            f.text("note", "cases the judge learned from"),
+        ),
+    ),
+    "agreement": Section(
+        "human_agreement",
+        (
+            f.text("source"),
+            f.text("protocol"),
+            f.text("dimension"),
+            f.text("block", "who"),
+            f.col("items", "items", f.num),
+            f.text("statistic"),
+            f.est("value", "agreement [95% CI]"),
+            f.text("verdict", "precision", title="width of the 95% CI: Good ≤ 0.355, Moderate ≤ 0.560, else Poor"),
+            f.text("vs_humans", "vs human pairs", title="below, within or above the range of human-vs-human pairs"),
+            f.text("leniency"),
+            f.col("unscored", "unscored", f.num),
+        ),
+        lambda r: r["kind"] == "human",
+    ),
+    "consistency": Section(
+        "self_consistency",
+        (
+            f.text("protocol"),
+            f.text("judge"),
+            *_counts("units", "repeats"),
+            f.rate("identical", "all repeats identical [95% CI]", n_key="units"),
+            f.text("statistic"),
+            f.est("value", "value [95% CI]"),
+        ),
+    ),
+    "ungrounded": Section(
+        UNGROUNDED_JUDGMENTS,
+        (
+            f.text("judge"),
+            f.text("protocol"),
+            f.col("judgments", "judgments", f.num),
+            f.rate(
+                UNGROUNDED_JUDGMENTS,
+                f"{UNGROUNDED_JUDGMENTS} [95% CI]",
+                n_key="judgments",
+                title=ungrounded_definition(UNGROUNDED_JUDGMENTS),
+            ),
+            f.rate(
+                UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS, n_key="claims", title=ungrounded_definition(UNGROUNDED_CLAIMS)
+            ),
+        ),
+    ),
+    "flags": Section(
+        "flags", (f.text("judge"), f.text("protocol"), f.text("flag"), f.col("count", "judgments", f.num))
+    ),
+    "models": Section(
+        "run_models",
+        (
+            f.text("model"),
+            f.col("responses", "responses", f.num),
+            f.col("failed", "failed calls", f.num),
+            f.col("cached", "from cache", f.num),
+            *_usage_columns(),
+        ),
+    ),
+    "judges": Section(
+        "run_judges",
+        (
+            f.text("judge"),
+            f.text("protocol"),
+            *_counts("judgments", "scored", "unscored", "repeats"),
+            *_usage_columns(),
+        ),
+    ),
+    "unscored": Section(
+        "unscored_reasons",
+        (f.text("protocol"), f.text("judge"), f.text("reason"), f.col("count", "judgments", f.num)),
+    ),
+}
+
+
 def _sections(t: ReportTables) -> dict[str, Any]:
-    appr = t.frame("appropriateness_by_category")
-    psy = t.frame("psycrisis_by_category")
-    cells = {
-        "appropriateness": f.display(
-            appr,
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.text("category_name", "category"),
-                f.col("n", "responses", f.num),
-                f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
-                f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
-                f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
-            ],
-            _is_all,
-            group=2,
-        ),
-        "psycrisis_category": f.display(
-            psy,
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.text("category_name", "category"),
-                f.col("n", "responses", f.num),
-                f.est("total", "mean total (0–5) [95% CI]"),
-            ],
-            _is_all,
-            group=2,
-        ),
-        "psycrisis_dimensions": f.display(
-            t.frame("psycrisis_dimensions"),
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.text("dimension_name", "dimension"),
-                f.col("n", "responses", f.num),
-                f.Column(
-                    "met [95% CI]",
-                    lambda r: (
-                        f.interval(r["rate"], r["rate_low"], r["rate_high"])
-                        if r["dimension"] == "total"
-                        else f.pct(r["rate"], r["rate_low"], r["rate_high"], r["met"], r["n"])
-                    ),
-                ),
-            ],
-            lambda r: r["dimension"] == "total",
-            group=2,
-        ),
-        "mentalalign": f.display(
-            t.frame("mentalalign_profile"),
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.text("attribute_name", "attribute"),
-                f.col("n", "responses", f.num),
-                f.est("mean", "mean (1–5) [95% CI]"),
-            ],
-            lambda r: r["attribute"] in ("css", "ars"),
-            group=2,
-        ),
-        "dialogue_labels": f.display(
-            t.frame("dialogue_safety_labels"),
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.text("label_name", "label"),
-                f.rate("share", "share [95% CI]"),
-            ],
-            lambda r: r["label"] == "safe",
-            group=2,
-        ),
-        "dialogue_gold": f.display(
-            t.frame("dialogue_safety_gold"),
-            [
-                f.text("model"),
-                f.text("judge"),
-                f.rate("agree", "same label as the gold label [95% CI]"),
-                f.text("note", "cases the judge learned from"),
-            ],
-        ),
-        "triage_labels": f.display(
-            t.frame("triage_labels"),
-            [
-                f.text("judge"),
-                f.text("label_name", "label"),
-                f.rate("share", "share of cases [95% CI]"),
-            ],
-            group=1,
-        ),
-        "triage_gold": f.display(
-            t.frame("triage_gold"),
-            [
-                f.text("judge"),
-                f.rate("agree", "same label as the gold label [95% CI]"),
-                f.text("note", "cases the judge learned from"),
-            ],
-        ),
-        "agreement": f.display(
-            t.frame("human_agreement"),
-            [
-                f.text("source"),
-                f.text("protocol"),
-                f.text("dimension"),
-                f.text("block", "who"),
-                f.col("items", "items", f.num),
-                f.text("statistic"),
-                f.est("value", "agreement [95% CI]"),
-                f.text("verdict", "precision", title="width of the 95% CI: Good ≤ 0.355, Moderate ≤ 0.560, else Poor"),
-                f.text("vs_humans", "vs human pairs", title="below, within or above the range of human-vs-human pairs"),
-                f.text("leniency"),
-                f.col("unscored", "unscored", f.num),
-            ],
-            lambda r: r["kind"] == "human",
-        ),
-        "consistency": f.display(
-            t.frame("self_consistency"),
-            [
-                f.text("protocol"),
-                f.text("judge"),
-                f.col("units", "units", f.num),
-                f.col("repeats", "repeats", f.num),
-                f.rate("identical", "all repeats identical [95% CI]", n_key="units"),
-                f.text("statistic"),
-                f.est("value", "value [95% CI]"),
-            ],
-        ),
-        "ungrounded": f.display(
-            t.frame(UNGROUNDED_JUDGMENTS),
-            [
-                f.text("judge"),
-                f.text("protocol"),
-                f.col("judgments", "judgments", f.num),
-                f.rate(
-                    UNGROUNDED_JUDGMENTS,
-                    f"{UNGROUNDED_JUDGMENTS} [95% CI]",
-                    n_key="judgments",
-                    title=ungrounded_definition(UNGROUNDED_JUDGMENTS),
-                ),
-                f.rate(
-                    UNGROUNDED_CLAIMS, UNGROUNDED_CLAIMS, n_key="claims", title=ungrounded_definition(UNGROUNDED_CLAIMS)
-                ),
-            ],
-        ),
-        "flags": f.display(
-            t.frame("flags"),
-            [
-                f.text("judge"),
-                f.text("protocol"),
-                f.text("flag"),
-                f.col("count", "judgments", f.num),
-            ],
-        ),
-        "models": f.display(
-            t.frame("run_models"),
-            [
-                f.text("model"),
-                f.col("responses", "responses", f.num),
-                f.col("failed", "failed calls", f.num),
-                f.col("cached", "from cache", f.num),
-                *_usage_columns(),
-            ],
-        ),
-        "judges": f.display(
-            t.frame("run_judges"),
-            [
-                f.text("judge"),
-                f.text("protocol"),
-                f.col("judgments", "judgments", f.num),
-                f.col("scored", "scored", f.num),
-                f.col("unscored", "unscored", f.num),
-                f.col("repeats", "repeats", f.num),
-                *_usage_columns(),
-            ],
-        ),
-        "unscored": f.display(
-            t.frame("unscored_reasons"),
-            [
-                f.text("protocol"),
-                f.text("judge"),
-                f.text("reason"),
-                f.col("count", "judgments", f.num),
-            ],
-        ),
-    }
-    return cells
+    """Every table of the report as display cells, by the key the template reads."""
+    return {key: f.display(t.frame(s.frame), s.columns, s.emphasise, s.group) for key, s in SECTIONS.items()}
 
 
 def _headlines(t: ReportTables) -> list[dict[str, Any]]:
@@ -338,75 +316,51 @@ def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str)
     return items
 
 
+Draw = Callable[[pd.DataFrame], str | None]
+
+
+def _heatmap(value: str, title: str, low: float, high: float, cmap: str, fmt: str = "{:.2f}") -> Draw:
+    """A heatmap of `value` per row (model, or model x judge) and crisis category."""
+    return lambda d: figures.heatmap(d, value, title=title, vmin=low, vmax=high, cmap=cmap, fmt=fmt, row_label="row")
+
+
+def _bars(item: str, value: str, title: str, xlim: tuple[float, float], xlabel: str) -> Draw:
+    """Bars of `value` with its interval per `item` (its name in `{item}_name`), one bar per row."""
+    return lambda d: figures.interval_bars(
+        d, item=item, item_label=f"{item}_name", value=value, title=title, xlim=xlim, xlabel=xlabel, group="row"
+    )
+
+
+# The report's figures, in order: the key the template reads, the table drawn, how, and the figure's alt text.
+FIGURES: tuple[tuple[str, str, Draw, str], ...] = (
+    ("appropriateness", "appropriateness_by_category",
+     _heatmap("mean", "Mean appropriateness by crisis category (1 harmful – 5 fully appropriate)", 1, 5, "RdYlGn"),
+     "Heatmap of mean appropriateness per model and crisis category"),
+    ("harmful", "appropriateness_by_category",
+     _heatmap("harmful_rate", "Share of harmful replies (score 1) by crisis category", 0, 1, "Reds", "{:.0%}"),
+     "Heatmap of harmful-reply rates per model and category"),
+    ("psycrisis_category", "psycrisis_by_category",
+     _heatmap("total", "Mean PsyCrisis total by crisis category (0–5)", 0, 5, "RdYlGn"),
+     "Heatmap of PsyCrisis totals per model and category"),
+    ("psycrisis_dimensions", "psycrisis_dimensions",
+     lambda d: _bars("dimension", "rate", "PsyCrisis: share of replies that meet each dimension (95% Wilson CI)",
+                     (0, 1), "share of replies")(d[d["dimension"] != "total"]),
+     "Bars of PsyCrisis dimension rates"),
+    ("mentalalign", "mentalalign_profile",
+     _bars("attribute", "mean", "MentalAlign profile: mean per attribute (95% bootstrap CI)", (1, 5),
+           "mean score (1–5)"),
+     "Bars of MentalAlign attribute means"),
+)  # fmt: skip
+
+
 def _figures(t: ReportTables) -> list[dict[str, str]]:
+    """The report's figures as PNG data URIs; a figure with nothing to draw is left out."""
     out: list[dict[str, str]] = []
-
-    def add(key: str, uri: str | None, alt: str) -> None:
-        if uri:  # a figure with nothing to draw is left out
+    for key, name, draw, alt in FIGURES:
+        frame = _row_label(t.frame(name))
+        uri = draw(frame) if not frame.empty else None
+        if uri:
             out.append({"key": key, "uri": uri, "alt": alt})
-
-    appr = _row_label(t.frame("appropriateness_by_category"))
-    if not appr.empty:
-        uri = figures.heatmap(
-            appr,
-            "mean",
-            title="Mean appropriateness by crisis category (1 harmful – 5 fully appropriate)",
-            vmin=1,
-            vmax=5,
-            cmap="RdYlGn",
-            row_label="row",
-        )
-        add("appropriateness", uri, "Heatmap of mean appropriateness per model and crisis category")
-        uri = figures.heatmap(
-            appr.assign(harmful=appr["harmful_rate"]),
-            "harmful",
-            title="Share of harmful replies (score 1) by crisis category",
-            vmin=0,
-            vmax=1,
-            cmap="Reds",
-            fmt="{:.0%}",
-            row_label="row",
-        )
-        add("harmful", uri, "Heatmap of harmful-reply rates per model and category")
-    psy = _row_label(t.frame("psycrisis_by_category"))
-    if not psy.empty:
-        uri = figures.heatmap(
-            psy,
-            "total",
-            title="Mean PsyCrisis total by crisis category (0–5)",
-            vmin=0,
-            vmax=5,
-            cmap="RdYlGn",
-            row_label="row",
-        )
-        add("psycrisis_category", uri, "Heatmap of PsyCrisis totals per model and category")
-    dims = _row_label(t.frame("psycrisis_dimensions"))
-    if not dims.empty:
-        rates = dims[dims["dimension"] != "total"]
-        uri = figures.interval_bars(
-            rates,
-            item="dimension",
-            item_label="dimension_name",
-            value="rate",
-            title="PsyCrisis: share of replies that meet each dimension (95% Wilson CI)",
-            xlim=(0, 1),
-            xlabel="share of replies",
-            group="row",
-        )
-        add("psycrisis_dimensions", uri, "Bars of PsyCrisis dimension rates")
-    ma = _row_label(t.frame("mentalalign_profile"))
-    if not ma.empty:
-        uri = figures.interval_bars(
-            ma,
-            item="attribute",
-            item_label="attribute_name",
-            value="mean",
-            title="MentalAlign profile: mean per attribute (95% bootstrap CI)",
-            xlim=(1, 5),
-            xlabel="mean score (1–5)",
-            group="row",
-        )
-        add("mentalalign", uri, "Bars of MentalAlign attribute means")
     return out
 
 
