@@ -198,7 +198,8 @@ def test_ordinary_speech_comes_out_unchanged(redactor: Redactor, text: str) -> N
 
 
 def test_without_the_extra_the_option_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(redaction.importlib.util, "find_spec", lambda name, *a: None)
+    # The libraries cannot be uninstalled inside a test: mheval is told they are absent, as find_spec would say.
+    monkeypatch.setattr(redaction, "available", lambda: False)
     with pytest.raises(InputError, match=r"pip install 'mheval\[redact\]'"):
         redaction.require()
     out = tmp_path / "run"
@@ -352,3 +353,34 @@ def test_recorded_conversations_reach_every_llm_judge_masked(tmp_path: Path, fak
     for value in ("陳美玲", "美玲", "0912-345-678", "松仁路100號"):
         assert not any(value in b for b in bodies), f"{value!r} reached the judge"
     assert any("1925" in b for b in bodies)
+
+
+def test_an_adaptive_simulator_and_the_judges_read_the_conversation_masked(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The simulated user says who it is; from its next turn on, it and every judge read that masked. The target
+    under test is answered unmasked (it must answer what was said: docs/redaction.md)."""
+
+    def answer(body: dict[str, Any]) -> str:
+        if body.get("model") == "sim":
+            return "I'm Sarah Mitchell, and honestly my number is (415) 555-2671 if anyone cares."
+        if body.get("model") == "target":
+            return "Thank you for telling me. I'm here with you."
+        return "ok"
+
+    fake_openai.default = respond(answer)
+    url = fake_openai.base_url
+    ran = mheval(
+        "run", "--suite", "crisis-dialogues", "--limit", "1", "--model", f"openai/target@{url}",
+        "--simulator", f"openai/sim@{url}", "--mode", "adaptive", "--judge", f"openai/judge@{url}", "-p", "psycrisis",
+        "--redact", "judge", "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert ran.returncode in (0, 3), ran.output  # 3: the fake judge's answers do not parse
+    by_model: dict[str, list[str]] = {}
+    for r in fake_openai.requests:
+        by_model.setdefault(r.json["model"], []).append(json.dumps(r.json, ensure_ascii=False))
+    assert len(by_model["sim"]) >= 2 and by_model["judge"]
+    assert any("Sarah Mitchell" in b for b in by_model["target"])  # said, and the target heard it
+    for body in by_model["sim"] + by_model["judge"]:
+        assert "Sarah" not in body and "555-2671" not in body
+    assert any("[NAME]" in b and "[PHONE]" in b for b in by_model["sim"][1:])
