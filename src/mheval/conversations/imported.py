@@ -17,15 +17,17 @@ without a reply is not judged either (`Prepared.unanswered` counts it).
 
 Everything is read and checked before anything is stored: a bad conversation stops the import (an
 InputError naming the file, the line or row, and the field), or, with `skip_bad`, is skipped and counted
-with its reason; a conversation is never stored in part. The storing itself is
-conversations/stages.py's `store_imported`, beside the other stages that write the run store.
+with its reason; a conversation is never stored in part. The first reading keeps only each good
+conversation's identity and content key; storing reads the input again, one conversation at a time, so a
+large log does not have to fit in memory. The storing itself is conversations/stages.py's
+`store_imported`, beside the other stages that write the run store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -225,21 +227,52 @@ class Skipped:
         return f"{self.where}: {self.reason}"
 
 
+@dataclass(frozen=True)
+class Accepted:
+    """What the first reading keeps of a good conversation: enough to find it again and know it unchanged."""
+
+    key: tuple[str, str, int]
+    inputs: dict[str, str]
+    unanswered: bool
+
+
 @dataclass
 class ImportedSuite:
-    """Every conversation of one `transcripts:PATH`, read and checked, ready to store."""
+    """The conversations of one `transcripts:PATH`, read and checked whole. Only what identifies each good one
+    is kept (`accepted`, by where it was read); `conversations()` reads the input again to hand them on one
+    at a time, so memory holds one conversation, not the file."""
 
     path: Path
+    options: Options
     scenarios: list[ImportedScenario]
-    conversations: list[Prepared]
+    accepted: dict[str, Accepted]  # source (file:line) -> what was accepted there, in reading order
     skipped: list[Skipped] = field(default_factory=list)
+
+    def conversations(self) -> Iterator[Prepared]:
+        """Each accepted conversation, read again; an InputError if the input changed since it was checked."""
+        ignore = (lambda exc, retract: None) if self.options.skip_bad else None
+        handed = 0
+        for record in read_transcripts(self.path, roles=self.options.roles, model_name=self.options.model_name,
+                                       on_bad=ignore):  # fmt: skip
+            if handed == len(self.accepted):
+                break
+            want = self.accepted.get(record.source)
+            if want is None:
+                continue
+            item = prepare(record, self.options)
+            if (item.key, item.inputs) != (want.key, want.inputs):
+                raise InputError("the file changed while it was imported: import it again", path=record.source)
+            handed += 1
+            yield item
+        if handed != len(self.accepted):
+            raise InputError("the file changed while it was imported: import it again", path=self.path)
 
     def meta(self) -> dict[str, Any]:
         """What the run keeps about the import (store meta `import`)."""
         return {
             "path": str(self.path),
-            "conversations": len(self.conversations),
-            "unanswered_last_turns": sum(p.unanswered for p in self.conversations),
+            "conversations": len(self.accepted),
+            "unanswered_last_turns": sum(a.unanswered for a in self.accepted.values()),
             "skipped": [{"where": s.where, "reason": s.reason} for s in self.skipped],
         }
 
@@ -248,7 +281,8 @@ def load_transcript_suite(name: str, options: Options, limit: int | None = None)
     """Read and check every conversation of `transcripts:PATH` (`limit`: the first N conversations).
 
     Bad input is an InputError naming the place, unless `options.skip_bad`: then the bad conversation is
-    skipped and listed in `skipped` (a malformed file as a whole still stops the import)."""
+    skipped and listed in `skipped` (a malformed file as a whole still stops the import). Nothing is kept
+    of a conversation but its identity and content key (`ImportedSuite.conversations` reads it again)."""
     path = transcript_path(name)
     skipped: list[Skipped] = []
     retracted: set[str] = set()  # ids whose rows reappear later: the part read first is not the whole
@@ -263,10 +297,11 @@ def load_transcript_suite(name: str, options: Options, limit: int | None = None)
     )
     scenarios: dict[str, ImportedScenario] = {}
     ids: dict[str, str] = {}  # safe id -> the record's own id (two ids must not become one)
-    prepared: list[Prepared] = []
+    accepted: dict[str, Accepted] = {}
+    titles: dict[str, str] = {}  # source -> the record's own id (to leave out the retracted)
     seen: dict[tuple[str, str, int], str] = {}
     for record in records:
-        if limit is not None and len(prepared) >= limit:
+        if limit is not None and len(accepted) >= limit:
             break
         try:
             item = prepare(record, options)
@@ -279,14 +314,15 @@ def load_transcript_suite(name: str, options: Options, limit: int | None = None)
         scenarios.setdefault(item.scenario.id, item.scenario)
         ids.setdefault(item.scenario.id, record.id)
         seen[item.key] = item.source
-        prepared.append(item)
+        accepted[item.source] = Accepted(item.key, item.inputs, item.unanswered)
+        titles[item.source] = record.id
     if retracted:
-        prepared = [p for p in prepared if p.scenario.title not in retracted]
+        accepted = {src: a for src, a in accepted.items() if titles[src] not in retracted}
         scenarios = {sid: s for sid, s in scenarios.items() if s.title not in retracted}
-    if not prepared:
+    if not accepted:
         why = f"; {len(skipped)} skipped as bad, the first: {skipped[0].line()}" if skipped else ""
         raise InputError(f"no conversation to import{why}", path=path, field="suite")
-    return ImportedSuite(path, list(scenarios.values()), prepared, skipped)
+    return ImportedSuite(path, options, list(scenarios.values()), accepted, skipped)
 
 
 def _where(exc: InputError) -> str:

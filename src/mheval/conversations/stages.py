@@ -294,7 +294,7 @@ def store_imported(suite: ImportedSuite, store: Store) -> Imported:
     done = Imported()
     judged: list[JudgmentKey] | None = None
     stale: list[JudgmentKey] = []
-    for item in suite.conversations:
+    for item in suite.conversations():  # read again, one at a time
         if before.get(item.key) == item.inputs:
             done.reused += 1
             continue
