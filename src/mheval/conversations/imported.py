@@ -382,8 +382,8 @@ def prepare(record: RecordedConversation, options: Options) -> Prepared:
     )  # fmt: skip
     model = record.model or options.model_name or Path(path).stem
     # Every text a judge of this conversation reads comes from these pairs (the per-turn cases, the flow's
-    # and the expectations' transcripts): masking personal data in them (`redact(text) -> text`) before the
-    # exchanges are built keeps it from every judge and, stored so, from the run folder.
+    # and the expectations' transcripts). They are stored as recorded; `--redact` masks them where the judges
+    # read them (engine/redacting.py), so a masked judgment is never keyed as an unmasked one.
     pairs, unanswered = _pairs(record)
     if not pairs:
         raise InputError("no user turn is followed by an assistant reply: nothing to judge", field="messages",
