@@ -13,13 +13,14 @@ whichever executor did the units.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mheval.fileio import atomic_write
+from mheval.fileio import atomic_path
 from mheval.records import Case, Exchange, Response
 from mheval.redaction import KINDS, Redacted, Redactor
 from mheval.runfolder.store import Store
@@ -89,42 +90,22 @@ def _exchange_texts(exchanges: Iterable[Exchange]) -> list[str]:
 
 def record(store: Store, run_dir: Path, redaction: RunRedaction, locales: Mapping[str, str | None]) -> dict[str, Any]:
     """Count what was masked in the run's texts into the meta `redaction` (and, for `store`, write the masked
-    texts to redacted.jsonl). `locales` gives a conversation's locale by scenario id. Returns the meta."""
+    texts to redacted.jsonl, line by line: a large import is never held in memory whole). `locales` gives a
+    conversation's locale by scenario id. Returns the meta."""
     counts: Counter[str] = Counter()
     texts = masked_texts = 0
-    rows: list[dict[str, Any]] = []
-
-    def tally(results: Sequence[Redacted]) -> None:
-        nonlocal texts, masked_texts
-        texts += len(results)
-        masked_texts += sum(1 for r in results if r.masked)
-        for r in results:
-            counts.update(r.counts)
-
-    cases = {c.id: c for c in store.cases()}
-    for case in cases.values():
-        masked = redaction.redactor.redact_all([t.content for t in case.turns], case.locale)
-        tally(masked)
-        turns = [{"role": t.role, "content": m.text} for t, m in zip(case.turns, masked, strict=True)]
-        rows.append({"case_id": case.id, "turns": turns})
-    for response in store.responses():
-        asked = cases.get(response.case_id)
-        if asked is None or response.text is None:
-            continue
-        reply = redaction.redactor.redact_all([*(t.content for t in asked.turns), response.text], asked.locale)[-1]
-        tally([reply])
-        rows.append({"case_id": asked.id, "model": response.model, "sample": response.sample, "reply": reply.text})
-    conversations: dict[tuple[str, str, int], list[Exchange]] = {}
-    for e in store.exchanges():
-        conversations.setdefault((e.scenario_id, e.model, e.sample), []).append(e)
-    for (scenario_id, model, sample), exchanges in conversations.items():
-        view = redaction.exchanges_view(exchanges, locales.get(scenario_id))
-        tally(redaction.redactor.redact_all(_exchange_texts(exchanges), locales.get(scenario_id)))
-        rows += [
-            {"scenario_id": scenario_id, "model": model, "sample": sample, "turn": e.turn, "user": e.user,
-             "reply": e.reply}
-            for e in view
-        ]  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        sink = None
+        if redaction.mode == "store":
+            tmp = stack.enter_context(atomic_path(run_dir / REDACTED_FILE))
+            sink = stack.enter_context(tmp.open("x", encoding="utf-8"))
+        for rows, results in _masked(store, redaction, locales):
+            texts += len(results)
+            masked_texts += sum(1 for r in results if r.masked)
+            for r in results:
+                counts.update(r.counts)
+            if sink is not None:
+                sink.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     meta = {
         "mode": redaction.mode,
         "counts": {k: counts[k] for k in KINDS},
@@ -132,9 +113,44 @@ def record(store: Store, run_dir: Path, redaction: RunRedaction, locales: Mappin
         "texts_masked": masked_texts,
     }
     store.set_meta(META_KEY, meta)
-    if redaction.mode == "store":
-        atomic_write(run_dir / REDACTED_FILE, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return meta
+
+
+def _masked(
+    store: Store, redaction: RunRedaction, locales: Mapping[str, str | None]
+) -> Iterator[tuple[list[dict[str, Any]], list[Redacted]]]:
+    """The run's texts masked, each once: (rows of redacted.jsonl, the texts' results) for each case's turns, each
+    reply (masked with its case's turns, as the judges read it) and each conversation's exchanges."""
+    cases = {c.id: c for c in store.cases()}
+    for case in cases.values():
+        masked = redaction.redactor.redact_all([t.content for t in case.turns], case.locale)
+        turns = [{"role": t.role, "content": m.text} for t, m in zip(case.turns, masked, strict=True)]
+        yield [{"case_id": case.id, "turns": turns}], masked
+    for response in store.responses():
+        asked = cases.get(response.case_id)
+        if asked is None or response.text is None:
+            continue
+        reply = redaction.redactor.redact_all([*(t.content for t in asked.turns), response.text], asked.locale)[-1]
+        yield [{"case_id": asked.id, "model": response.model, "sample": response.sample, "reply": reply.text}], [reply]
+    conversation: list[Exchange] = []
+    for e in [*store.exchanges(), None]:  # in conversation order; None closes the last one
+        if conversation and (e is None or (e.scenario_id, e.model, e.sample) != _key(conversation[0])):
+            locale = locales.get(conversation[0].scenario_id)
+            masked = redaction.redactor.redact_all(_exchange_texts(conversation), locale)
+            view = redaction.exchanges_view(conversation, locale)
+            rows = [
+                {"scenario_id": x.scenario_id, "model": x.model, "sample": x.sample, "turn": x.turn, "user": x.user,
+                 "reply": x.reply}
+                for x in view
+            ]  # fmt: skip
+            yield rows, masked
+            conversation = []
+        if e is not None:
+            conversation.append(e)
+
+
+def _key(e: Exchange) -> tuple[str, str, int]:
+    return (e.scenario_id, e.model, e.sample)
 
 
 def describe(meta: Mapping[str, Any] | None) -> str | None:
