@@ -284,7 +284,7 @@ class Imported:
     replaced: int = 0  # of `stored`, those that changed (their old exchanges moved to superseded)
 
 
-def store_imported(suite: ImportedSuite, store: Store) -> Imported:
+def store_imported(suite: ImportedSuite, store: Store, progress: ProgressSink | None = None) -> Imported:
     """Store each recorded conversation (conversations/imported.py) as a played one is stored: its exchanges
     and its end (mode `imported`), keyed by its content. One stored from the same content is kept as it is,
     so its judgments are reused; a changed one replaces the old (moved to superseded), and the judgments of
@@ -292,9 +292,13 @@ def store_imported(suite: ImportedSuite, store: Store) -> Imported:
     their own inputs (the context, the reply) changed."""
     before = store.conversation_inputs()
     done = Imported()
+    if progress is not None:
+        progress.start("import", len(suite.accepted))  # one step per conversation, stored or found stored
     judged: list[JudgmentKey] | None = None
     stale: list[JudgmentKey] = []
     for item in suite.conversations():  # read again, one at a time
+        if progress is not None:
+            progress.advance("import")
         if before.get(item.key) == item.inputs:
             done.reused += 1
             continue

@@ -329,7 +329,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
         if plan.imported is not None:
             from mheval.conversations.stages import store_imported
 
-            store_imported(plan.imported, store)
+            store_imported(plan.imported, store, progress)
             store.set_meta("import", plan.imported.meta())
             notes = [f"skipped (bad): {s.line()}" for s in plan.imported.skipped]
         redone = Redone()
