@@ -74,10 +74,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset(
         {"mheval.protocols.checks", "mheval.protocols.parse", "mheval.protocols.render", "mheval.protocols.spec"}
     ): "protocol spec circle",
-    # debt: the report's tables and the case and reliability sections import each other.
-    frozenset(
-        {"mheval.reporting.cases", "mheval.reporting.reliability", "mheval.reporting.tables"}
-    ): "report tables circle",
 }
 
 

@@ -19,8 +19,7 @@ from mheval.records import Judgment
 from mheval.reporting.metrics import first_scored, score_value
 from mheval.reporting.overview import reason_kind
 from mheval.reporting.rundata import UNLABELLED, RunData, category_name
-from mheval.reporting.tables import DEFAULT_WORST
-from mheval.reporting.worst import Ranked, reply_scores, severity, worst_first
+from mheval.reporting.worst import DEFAULT_WORST, Ranked, reply_scores, severity, worst_first
 
 _ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A text longer than PREVIEW_CHARS shows its beginning and the rest behind a click; at most FULL_CHARS

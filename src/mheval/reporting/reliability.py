@@ -23,7 +23,7 @@ from mheval.labels import APPROPRIATENESS
 from mheval.records import Judgment, Reason
 from mheval.reporting.metrics import est_columns, rate_columns, score_value
 from mheval.reporting.rundata import RunData, protocol_dimensions, protocol_labels
-from mheval.reporting.tables import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
+from mheval.reporting.ungrounded import UNGROUNDED_CLAIMS, UNGROUNDED_JUDGMENTS
 from mheval.runfolder.export import judgment_row
 from mheval.stats.consistency import repeat_consistency
 

@@ -11,6 +11,13 @@ import pandas as pd
 from mheval.judges.grounding import ungrounded_rate
 from mheval.labels import CRISIS_TRIAGE, DIALOGUE_SAFETY
 from mheval.records import Judgment
+from mheval.reporting.ungrounded import (
+    UNGROUNDED_CLAIMS,
+    UNGROUNDED_DEFINITIONS,
+    UNGROUNDED_JUDGMENTS,
+    ungrounded_definition,
+)
+from mheval.reporting.worst import DEFAULT_WORST
 from mheval.runfolder.export import INJECTION_FLAG, counted_judgments, is_injected
 from mheval.runfolder.store import Store
 
@@ -19,23 +26,8 @@ if TYPE_CHECKING:
     from mheval.reporting.rundata import RunData
 
 # The report's modules (and scipy with them) load only when a report is made, so that the plain
-# summary printed after every run stays quick to import.
-DEFAULT_WORST = 10
-
-# The two "ungrounded" measures, under distinct names wherever they show, each with its one-line definition.
-# The claim rate is judges.grounding.ungrounded_rate; the judgment share report.reliability.is_ungrounded.
-UNGROUNDED_JUDGMENTS = "ungrounded_judgments"
-UNGROUNDED_CLAIMS = "ungrounded_claims"
-UNGROUNDED_DEFINITIONS = {
-    UNGROUNDED_JUDGMENTS: "judgments unscored as ungrounded or flagged ungrounded, of all judgments",
-    UNGROUNDED_CLAIMS: "positive claims whose quoted evidence is not in the text judged, of the positive claims "
-    "whose grounding was checked",
-}
-
-
-def ungrounded_definition(name: str) -> str:
-    """`name: what it counts`, as shown under a table."""
-    return f"{name}: {UNGROUNDED_DEFINITIONS[name]}"
+# summary printed after every run stays quick to import. DEFAULT_WORST and the ungrounded measures' names are
+# defined in worst.py and ungrounded.py and kept here (__all__) for callers that import them from the tables.
 
 
 # Where a case keeps the gold label that a label protocol's verdict is compared with.
@@ -206,3 +198,16 @@ def report_tables(run: Any, *, redact: bool = False, n_boot: int = 1000, n_worst
         "worst_cases": worst_frame(worst),
     }
     return ReportTables(run, frames, {"human_agreement": agreement_notes}, worst)
+
+
+__all__ = [
+    "DEFAULT_WORST",
+    "GOLD_FIELDS",
+    "UNGROUNDED_CLAIMS",
+    "UNGROUNDED_DEFINITIONS",
+    "UNGROUNDED_JUDGMENTS",
+    "ReportTables",
+    "report_tables",
+    "summary_frame",
+    "ungrounded_definition",
+]

@@ -18,6 +18,8 @@ from mheval.records import Judgment
 from mheval.verdict import ReplyVerdict
 
 T = TypeVar("T")
+DEFAULT_WORST = 10
+"""How many worst cases the report lists."""
 _CLASS = 4  # the leading fields of a severity that make two replies "equally bad"
 
 
@@ -78,4 +80,4 @@ def worst_first(items: Iterable[Ranked[T]], n: int, *, keep: Callable[[Ranked[T]
     return [t[3] for t in merged[:n]]
 
 
-__all__ = ["Ranked", "reply_scores", "severity", "worst_first"]
+__all__ = ["DEFAULT_WORST", "Ranked", "reply_scores", "severity", "worst_first"]
