@@ -352,3 +352,11 @@ def test_run_on_recorded_conversations_calls_no_target_model(tmp_path):
     assert ran.returncode == 0, ran.output
     assert "0 model calls" in ran.stderr
     assert set(_views(tmp_path / "run")) == {("en-1", "bot-a", 0)}
+
+
+def test_suites_list_names_the_form_and_suites_show_says_how_to_judge_it(tmp_path):
+    listed = mheval("suites", "list")
+    assert listed.returncode == 0 and "transcripts:PATH" in listed.stdout
+    path = _jsonl(tmp_path / "logs.jsonl", [{"id": "en-1", "messages": _messages(EN)}])
+    shown = mheval("suites", "show", f"transcripts:{path}")
+    assert shown.returncode == 2 and f"mheval judge --suite transcripts:{path}" in shown.stderr

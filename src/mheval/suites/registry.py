@@ -92,6 +92,12 @@ def _resolve(name: str) -> tuple[str, Path | None]:
     if name in BUILTINS:
         return "builtin", None
     fmt, sep, rest = name.partition(":")
+    if sep and fmt == "transcripts":  # read by conversations/imported.py, through the runner
+        raise InputError(
+            f"'{name}' names recorded conversations, not cases: judge them with `mheval judge --suite {name}` "
+            "(or `mheval run`; docs/transcripts.md)",
+            field="suite",
+        )
     if sep and fmt in FORMATS:
         if not rest.strip():
             raise InputError(f"'{name}' names no path after '{fmt}:'", field="suite")
