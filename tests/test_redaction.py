@@ -391,3 +391,18 @@ def test_an_adaptive_simulator_and_the_judges_read_the_conversation_masked(
     for body in by_model["sim"] + by_model["judge"]:
         assert "Sarah" not in body and "555-2671" not in body
     assert any("[NAME]" in b and "[PHONE]" in b for b in by_model["sim"][1:])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "好的，谢谢老师。今天感谢老师听我倾诉。",  # thanks, not Teacher Xie
+        "我下次再向老师咨询。",  # 向: "to", not a surname
+        "最近一次是周日同学聚会后。",  # Sunday
+        "我同方向的同学都在准备考研。",  # the same direction
+        "你也會叫我去急診吧。",  # 叫我: "tell me to"
+    ],
+)
+def test_chinese_words_that_only_look_like_a_name_before_an_honorific_are_kept(redactor: Redactor, text: str) -> None:
+    out = redactor.redact(text, "CN")
+    assert (out.text, out.counts) == (text, {})

@@ -166,7 +166,7 @@ _CN_COMPOUND = _CN_COMPOUND_TEXT.split()
 _CN_SURNAMES = (
     "王李张張刘劉陈陳杨楊黄黃赵趙吴吳周徐孙孫马馬朱胡郭何林罗羅高郑鄭梁谢謝宋唐许許韩韓冯馮邓鄧曹彭曾"
     "肖萧蕭田董袁潘蔡蒋蔣余杜叶葉程苏蘇魏吕呂丁任沈姚卢盧姜崔钟鍾谭譚陆陸汪范金石廖贾賈夏韦韋付傅方邹鄒"
-    "熊孟秦邱江尹薛闫閆段雷侯龙龍史陶黎贺賀顾顧毛郝龚龔邵万萬钱錢严嚴覃武戴莫孔向汤湯颜顏柯欧歐翁庄莊"
+    "熊孟秦邱江尹薛闫閆段雷侯龙龍史陶黎贺賀顾顧毛郝龚龔邵万萬钱錢严嚴覃武戴莫孔汤湯颜顏柯欧歐翁庄莊"
 )
 _CN_SURNAME = "(?:" + "|".join(_CN_COMPOUND) + f"|[{_CN_SURNAMES}])"
 _CN_SURNAME_RE = re.compile("^" + _CN_SURNAME)
@@ -174,13 +174,19 @@ _CN_HONORIFICS = (
     "先生|女士|小姐|太太|老师|老師|医生|醫生|大夫|教授|博士|同学|同學|阿姨|叔叔|经理|經理|主任|师傅|師傅|"
     "律师|律師|护士|護士|社工|咨询师|諮詢師|心理师|心理師"
 )
+# A character of a given name: not one that goes on with the sentence (谢谢老师, 周日同学, 方向同学, 和老同学).
+_ZH_NOT_GIVEN = "谢謝您你我他她它和跟与與及的了是在都也就向日末天年月号號一二三四五六七八九十个個们們位老小"
+_ZH_GIVEN = f"(?:(?![{_ZH_NOT_GIVEN}])[{_CJK}])"
+_ZH_INTRO = "我叫|我的名字是|我的名字叫|名字叫|我名叫|名叫|可以叫我|就叫我|我姓名是"
 _ZH_NAME_PATTERNS = (
     # An explicit introduction: the name is whatever follows (trimmed at the first word that is not a name).
-    ("zh-intro", rf"(?<=(?:我叫|我的名字是|我的名字叫|名字叫|我名叫|名叫|叫我|我姓名是))[{_CJK}]{{2,4}}", 0.85),
+    # (叫我 alone is as often "tells me to": 叫我去急诊; only 可以叫我 / 就叫我 name a name.)
+    ("zh-intro", rf"(?<=(?:{_ZH_INTRO}))[{_CJK}]{{2,4}}", 0.85),
     # 我是 + a surname and one or two characters, ending the clause ("我是王小明。"), not "我是学生".
-    ("zh-iam", rf"(?<=我是){_CN_SURNAME}[{_CJK}]{{1,2}}(?=[，,。.!！?？；;\s]|$)", 0.6),
+    ("zh-iam", rf"(?<=我是){_CN_SURNAME}{_ZH_GIVEN}{{1,2}}(?=[，,。.!！?？；;\s]|$)", 0.6),
     # A surname (and given name) before an honorific: 王先生, 李老师, 陳醫生, 张伟医生.
-    ("zh-title", rf"{_CN_SURNAME}[{_CJK}]{{0,2}}?(?=(?:{_CN_HONORIFICS}))", 0.7),
+    # Not after 感/多/谢 (感谢老师, 谢谢老师: thanks, not Teacher Xie).
+    ("zh-title", rf"(?<![感多谢謝]){_CN_SURNAME}{_ZH_GIVEN}{{0,2}}?(?=(?:{_CN_HONORIFICS}))", 0.7),
     # A signature at the end: "——王小明".
     ("zh-signature", rf"(?<=(?:——|—|--|~)[ \t]*)[{_CJK}]{{2,4}}(?=[ \t]*$)", 0.6),
 )
