@@ -97,3 +97,30 @@ def test_a_line_without_chinese_names_is_shown_in_english_on_a_chinese_page():
     raw["countries"]["CN"]["name_zh"] = " "
     with pytest.raises(InputError, match="name_zh"):
         parse_crisis_lines(raw)
+
+
+def _warning_quotes(text: str) -> list[str]:
+    """The block quotes (runs of "> " lines) of a page that are content warnings."""
+    blocks: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith(">"):
+            blocks[-1].append(line)
+        elif blocks[-1]:
+            blocks.append([])
+    quotes = ["\n".join(b) for b in blocks if b]
+    return [q for q in quotes if "content warning" in q.lower()]
+
+
+@pytest.mark.parametrize("page", [README, *sorted((README.parent / "docs").glob("*.md"))], ids=lambda p: p.name)
+def test_every_number_a_content_warning_of_the_docs_gives_is_in_the_file(page: Path):
+    """Every number written in bold in a content warning of the README or a docs page is a line of the file
+    (of some country: the pages name the country in prose), and every address one links is one of its directories."""
+    lines = load_crisis_lines()
+    numbers = {digits(n) for c in lines.countries.values() for s in c.services for n in (*s.numbers, *s.text)}
+    directories = {i.url.removeprefix("https://").rstrip("/") for i in lines.international}
+    for quote in _warning_quotes(page.read_text(encoding="utf-8")):
+        for number in BOLD.findall(quote):
+            if digits(number):
+                assert digits(number) in numbers, f"{page.name}: {number} is not a line of crisis_lines.yaml"
+        for address in LINK.findall(quote):
+            assert address.rstrip("/") in directories, f"{page.name}: {address} is not a directory of the file"
