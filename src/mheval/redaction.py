@@ -13,7 +13,9 @@ Detection is done by maintained libraries, run without any download:
   recognizer finds links, with its bare-domain pattern narrowed (below); pattern recognizers registered here
   find street addresses and names.
 - `phonenumbers` (Google's libphonenumber) finds phone numbers: its `PhoneNumberMatcher` is tried for the
-  locale's region and for COMMON_REGIONS, and keeps numbers that are valid for their region.
+  locale's region and then COMMON_REGIONS, and a number valid for one of them is masked (another region's only
+  when written as a phone number or said to be one); after words that say a number follows ("call me at",
+  电话), so is any run of seven digits or more.
 
 Crisis lines are not personal data, and a judge must see them: every number, text number and emergency
 number of `resources/crisis_lines.yaml` (any country, any of its written forms) and the web addresses of its
