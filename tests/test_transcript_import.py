@@ -360,3 +360,26 @@ def test_suites_list_names_the_form_and_suites_show_says_how_to_judge_it(tmp_pat
     path = _jsonl(tmp_path / "logs.jsonl", [{"id": "en-1", "messages": _messages(EN)}])
     shown = mheval("suites", "show", f"transcripts:{path}")
     assert shown.returncode == 2 and f"mheval judge --suite transcripts:{path}" in shown.stderr
+
+
+def test_the_reader_hands_bad_conversations_on_and_reads_on(tmp_path):
+    from mheval.conversations.transcripts import read_transcripts
+
+    told: list[tuple[str, str | None]] = []
+
+    def on_bad(exc: Any, retract: str | None) -> None:
+        told.append((str(exc), retract))
+
+    jsonl = tmp_path / "mixed.jsonl"
+    good = json.dumps({"id": "a", "messages": _messages(EN)}).encode()
+    jsonl.write_bytes(good + b"\n" + b'{"id": "b", "messages": "\xff"}\n' + good.replace(b'"a"', b'"c"') + b"\n")
+    assert [c.id for c in read_transcripts(jsonl, on_bad=on_bad)] == ["a", "c"]
+    assert told == [(f"{jsonl}:2: not UTF-8 (byte 0xff at column 26); re-save the file as UTF-8", None)]
+
+    told.clear()
+    rows = [("c1", 0, "user", "Hello."), ("c1", 1, "narrator", "..."), ("c1", 2, "assistant", "Hi."),
+            ("c2", 0, "user", "I can't sleep."), ("c2", 1, "assistant", "How long has it been?")]  # fmt: skip
+    table = tmp_path / "rows.csv"
+    pd.DataFrame(rows, columns=["conversation_id", "turn", "role", "content"]).to_csv(table, index=False)
+    assert [c.id for c in read_transcripts(table, on_bad=on_bad)] == ["c2"]  # c1's other rows go with it
+    assert len(told) == 1 and told[0][0].startswith(f"{table}:3: field 'role': unknown role 'narrator'")
