@@ -1,7 +1,8 @@
 """Reports people read: the HTML report, its tables, terminal summaries and run comparisons.
 
-`write_report(run_dir)` writes `report.html` and `tables/`; `summary_text(run_dir)` is the terminal
-summary; `compare_runs(a, b)` the differences between two runs. Imported lazily, so `import
+`load_run(run_dir)` reads a run folder once into a `RunData`, which everything here takes (a run folder is
+read for you where one is given): `write_report` writes `report.html` and `tables/`; `summary_text` is the
+terminal summary; `compare_runs(a, b)` the differences between two runs. Imported lazily, so `import
 mheval.reporting` stays cheap for commands that do not report.
 
 The package is `reporting`, not `report`: `mheval.report` is the API function (api.report), and a subpackage
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
+    "load_run": "mheval.reporting.rundata",
+    "RunData": "mheval.reporting.rundata",
     "write_report": "mheval.reporting.html",
     "render_report": "mheval.reporting.html",
     "compare_runs": "mheval.reporting.compare",
