@@ -100,7 +100,9 @@ def is_imported(scenario: Scenario | None) -> bool:
 
 
 def stored_scenario(data: str) -> Scenario:
-    """A scenarios-table row (its JSON) as the record it was stored from (the store reads both kinds)."""
+    """A scenarios-table row (its JSON) as the record it was stored from (the store reads both kinds).
+    The key is looked for in the text: inside a JSON string its quotes would be escaped, so only the
+    record's own `kind` matches, and a written scenario's row is parsed once, as before."""
     if '"kind":"imported"' in data or '"kind": "imported"' in data:
         return ImportedScenario.model_validate_json(data)
     return Scenario.model_validate_json(data)

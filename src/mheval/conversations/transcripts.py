@@ -13,8 +13,10 @@
 - **CSV / Parquet** (`.csv`, `.parquet`): one row a turn, with a conversation id, a turn index, a role and the
   content; the rows of one conversation together, ordered by the turn index within it.
 
-Every problem is an `InputError` naming the file, the line (or row) and the field. Nothing here stores or
-judges: the conversations are handed on one by one, each checked whole before it is yielded.
+Every problem is an `InputError` naming the file, the line (or row) and the field; given `on_bad`, a bad
+conversation is handed to it instead and reading goes on (`--skip-bad`). Nothing here stores or judges: the
+conversations are handed on one by one, each checked whole before it is yielded (conversations/imported.py
+makes them a run's conversations).
 """
 
 from __future__ import annotations
