@@ -114,6 +114,15 @@ def test_simplified_chinese_personal_data_is_masked(redactor: Redactor) -> None:
     assert out.counts == {"NAME": 2, "PHONE": 1, "ADDRESS": 1}
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["住在上海市徐汇区漕溪北路595号。", "我家在台中市西屯區臺灣大道三段99號12樓。", "我住在阳光小区5号楼3单元。"],
+)
+def test_chinese_addresses_with_a_number_are_masked(redactor: Redactor, text: str) -> None:
+    out = redactor.redact(text, "CN")
+    assert out.counts == {"ADDRESS": 1} and not any(ch.isdigit() for ch in out.text), out.text
+
+
 def test_traditional_chinese_personal_data_is_masked(redactor: Redactor) -> None:
     user, reply = redactor.redact_all(
         [
@@ -401,6 +410,7 @@ def test_an_adaptive_simulator_and_the_judges_read_the_conversation_masked(
         "最近一次是周日同学聚会后。",  # Sunday
         "我同方向的同学都在准备考研。",  # the same direction
         "你也會叫我去急診吧。",  # 叫我: "tell me to"
+        "我知道3号那天你很忙，我们那里5号开学。",  # dates, not 道 / 里 streets
     ],
 )
 def test_chinese_words_that_only_look_like_a_name_before_an_honorific_are_kept(redactor: Redactor, text: str) -> None:

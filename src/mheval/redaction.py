@@ -223,7 +223,7 @@ _EN_ADDRESS_PATTERNS = (
     ("uk-postcode", r"(?-i:\b[A-Z]{1,2}\d[A-Z\d]?[ \t]?\d[A-Z]{2}\b)", 0.5),
 )
 _ZH_ADMIN = r"(?:省|市|自治区|自治區|区|區|县|縣|镇|鎮|乡|鄉|村)"
-_ZH_ROAD = r"(?:路|街|大道|道|巷|弄|胡同|里)"
+_ZH_ROAD = r"(?:路|街|大道|巷|弄|胡同)"  # not 道 or 里 alone: 我知道3号, 那里5号 are dates
 _ZH_NUM = r"[0-9０-９一二三四五六七八九十百]+"
 _ZH_ADDRESS_PATTERNS = (
     (
