@@ -44,6 +44,7 @@ from urllib.parse import urlsplit
 
 from mheval.errors import InputError
 from mheval.resources import CrisisLines, digits, load_crisis_lines, normalise_locale
+from mheval.textscan import CJK_IDEOGRAPHS
 
 if TYPE_CHECKING:
     from presidio_analyzer import AnalyzerEngine
@@ -74,7 +75,7 @@ _PHONE_CUE = re.compile(
     r"(?i:\b(?:phone|cell|mobile|number|call me|text me|reach me|ring me|whatsapp|signal|tel)\b)|"
     r"电话|電話|手机|手機|号码|號碼|微信|联系我|聯絡我"
 )
-_CJK = "\u4e00-\u9fff\u3400-\u4dbf"
+_CJK = CJK_IDEOGRAPHS  # Han characters, simplified and traditional (textscan.py owns the ranges)
 
 
 @dataclass(frozen=True)
