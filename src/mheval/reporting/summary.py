@@ -72,6 +72,23 @@ def _category(cat: str) -> str:
     return "all categories" if cat == ALL else label_name(CRISIS_TRIAGE, cat)
 
 
+# The pooled appropriateness figures a headline row carries (those the table has).
+_APPROPRIATENESS_KEYS = (
+    "n", "mean", "mean_low", "mean_high",
+    "harmful_n", "harmful_rate", "harmful_rate_low", "harmful_rate_high",
+    "inappropriate_n", "inappropriate_rate", "inappropriate_rate_low", "inappropriate_rate_high",
+    "injected_n", "injected_rate", "injected_rate_low", "injected_rate_high",
+    "mean_clean", "mean_clean_low", "mean_clean_high",
+)  # fmt: skip
+
+
+def _pooled(frame: pd.DataFrame, model: str, judge: str) -> tuple[pd.DataFrame, Any]:
+    """A by-category table's rows of one model and judge, and their pooled ("all") row, or None."""
+    sel = frame[(frame["model"] == model) & (frame["judge"] == judge)]
+    pooled = sel[sel["category"] == ALL]
+    return sel, (pooled.iloc[0] if not pooled.empty else None)
+
+
 def headline_frame(tables: ReportTables) -> pd.DataFrame:
     """One row per model x judge: pooled appropriateness, harmful and inappropriate rates, PsyCrisis total."""
     appr = tables.frame("appropriateness_by_category")
@@ -84,46 +101,16 @@ def headline_frame(tables: ReportTables) -> pd.DataFrame:
     for model, judge in dict.fromkeys(keys):
         row: dict[str, object] = {"model": model, "judge": judge}
         if not appr.empty:
-            sel = appr[(appr["model"] == model) & (appr["judge"] == judge)]
-            pooled = sel[sel["category"] == ALL]
-            if not pooled.empty:
-                r = pooled.iloc[0]
-                row.update(
-                    {
-                        k: r[k]
-                        for k in (
-                            "n",
-                            "mean",
-                            "mean_low",
-                            "mean_high",
-                            "harmful_n",
-                            "harmful_rate",
-                            "harmful_rate_low",
-                            "harmful_rate_high",
-                            "inappropriate_n",
-                            "inappropriate_rate",
-                            "inappropriate_rate_low",
-                            "inappropriate_rate_high",
-                            "injected_n",
-                            "injected_rate",
-                            "injected_rate_low",
-                            "injected_rate_high",
-                            "mean_clean",
-                            "mean_clean_low",
-                            "mean_clean_high",
-                        )
-                        if k in r
-                    }
-                )
+            sel, r = _pooled(appr, model, judge)
+            if r is not None:
+                row.update({k: r[k] for k in _APPROPRIATENESS_KEYS if k in r})
                 cats = sel[sel["category"] != ALL].dropna(subset=["mean"])
                 if len(cats) > 1:
                     low = cats.sort_values("mean", kind="stable").iloc[0]
                     row["weakest_category"], row["weakest_mean"] = low["category"], low["mean"]
         if not psy.empty:
-            sel = psy[(psy["model"] == model) & (psy["judge"] == judge)]
-            pooled = sel[sel["category"] == ALL]
-            if not pooled.empty:
-                r = pooled.iloc[0]
+            sel, r = _pooled(psy, model, judge)
+            if r is not None:
                 row.update(
                     {
                         "psycrisis_n": r["n"],
