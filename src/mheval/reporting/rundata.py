@@ -58,6 +58,8 @@ class StudyRatings:
 
 @dataclass
 class RunData:
+    """A run as read once by `load_run`: what every report, summary, gate and comparison of it takes."""
+
     run_dir: Path
     config: dict[str, Any]
     cases: dict[str, Case]
@@ -75,7 +77,7 @@ class RunData:
     # judgments kept out of `judgments` (they have a section of their own); all empty for a single-turn run.
     dialogue: DialogueData = field(default_factory=lambda: DialogueData())
     # Every judgment as stored (store order), before the injection policy, single-turn and multi-turn alike:
-    # the multi-turn views and compare's conversation metrics read these, as they read the store before.
+    # what the multi-turn views and compare's conversation metrics read (the policy does not apply to them).
     stored: list[Judgment] = field(default_factory=list)
     # The stored judgments under the injection policy, multi-turn ones included (the summary table's input).
     counted: CountedJudgments | None = None
