@@ -148,6 +148,8 @@ def test_atomic_write_leaves_the_old_file_on_failure(tmp_path):
 def test_check_output_rules(run, tmp_path):
     with pytest.raises(InputError, match="run folder"):
         check_output(run / "run.db", overwrite=True)
+    with pytest.raises(InputError, match="run folder"):
+        check_output(run / "redacted.jsonl", overwrite=True)  # a --redact store run's own file
     # A file that merely shares a name with a run's file is fine outside a run folder.
     assert check_output(tmp_path / "config.yaml", overwrite=False) == tmp_path / "config.yaml"
     (tmp_path / "f").write_text("x", encoding="utf-8")

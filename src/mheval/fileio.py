@@ -20,6 +20,8 @@ from mheval.errors import InputError
 
 # What makes a folder a run folder, and the files in it that only the engine may write.
 RUN_DB = "run.db"
+REDACTED_FILE = "redacted.jsonl"
+"""The masked texts of a `--redact store` run (engine/redacting.py), written by the run alone."""
 RUN_OWN_FILES = frozenset(
     {
         RUN_DB,
@@ -32,6 +34,7 @@ RUN_OWN_FILES = frozenset(
         "studies.db",
         "studies.db-wal",
         "studies.db-shm",
+        REDACTED_FILE,
     }
 )
 # Human labels are the user's input beside the run (reporting/reliability.py reads them).

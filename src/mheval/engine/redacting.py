@@ -20,12 +20,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mheval.fileio import atomic_path
+from mheval.fileio import REDACTED_FILE, atomic_path
 from mheval.records import Case, Exchange, Response
 from mheval.redaction import KINDS, Redacted, Redactor
 from mheval.runfolder.store import Store
 
-REDACTED_FILE = "redacted.jsonl"
 Pair = tuple[str, str | None]  # a user turn and the reply to it (None: the target failed)
 META_KEY = "redaction"
 # Each kind in words, singular and plural, for the line the run prints.
