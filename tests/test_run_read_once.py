@@ -107,6 +107,18 @@ def test_summary_gate_and_compare_read_each_run_once(tmp_path, opens):
     assert opens.during(lambda: mheval.compare(run, other, n_boot=50)) == Counter({"run.db": 2})
 
 
+def test_after_a_run_the_table_report_and_verdict_share_one_reading(tmp_path, opens):
+    # What `mheval run` prints when it finishes: the table, the report's path, then the verdict.
+    run = _store(tmp_path / "a", SCORES, psycrisis={c: 3.0 for c in SCORES})
+
+    def after_run() -> None:
+        summary = api.summary(run)
+        assert not summary.table.empty
+        assert api.report(summary).is_file() and summary.brief
+
+    assert opens.during(after_run) == Counter({"run.db": 1})
+
+
 def test_what_is_read_once_is_what_the_store_holds(tmp_path):
     """The RunData carries every part the sections read: the stored judgments (multi-turn ones too), the
     scenarios, conversations and exchanges."""

@@ -327,17 +327,19 @@ def gate(
 
 
 def report(
-    run: str | Path | EvalResults, output: str | Path | None = None, *, redact: bool = False, overwrite: bool = False
-) -> Path:
+    run: str | Path | EvalResults | RunSummary, output: str | Path | None = None, *, redact: bool = False,
+    overwrite: bool = False,
+) -> Path:  # fmt: skip
     """Write a run's self-contained HTML report (and its tables beside it); returns the report's path.
 
     By default it is `report.html` in the run folder (renewed each time); an `output` elsewhere is never
-    written over an existing file unless `overwrite` is set.
+    written over an existing file unless `overwrite` is set. A RunSummary's run, already read, is not read
+    again.
     """
     from mheval.reporting.html import write_report
 
-    run_dir = _run_dir(run)
-    return write_report(run_dir, redact=redact, output=Path(output) if output is not None else None,
+    target = run.run if isinstance(run, RunSummary) else _run_dir(run)
+    return write_report(target, redact=redact, output=Path(output) if output is not None else None,
                         overwrite=overwrite)  # fmt: skip
 
 

@@ -135,15 +135,17 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
         err.print(
             f"redone because their inputs changed: {describe_redone(result.redone)}", highlight=False, markup=False
         )
-    _print_summary(result.run_dir)
+    from mheval.api import summary as api_summary
+
+    of = api_summary(result.run_dir)  # the finished run, read once for the table, the report and the verdict
+    _print_summary(of)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
         from mheval.api import report as write_report
-        from mheval.api import summary as api_summary
 
-        report = write_report(result.run_dir).resolve()
+        report = write_report(of).resolve()
         # The answer last, then where to read more: the verdict, then the report's path.
-        out.print(api_summary(result.run_dir).brief, highlight=False, markup=False)
+        out.print(of.brief, highlight=False, markup=False)
         out.print(f"report: {report}", highlight=False, markup=False, soft_wrap=True)
     except Exception as exc:
         err.print(
