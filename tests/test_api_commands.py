@@ -130,5 +130,5 @@ def test_transcript_is_the_conversation_the_command_prints(tmp_path):
 
 
 def test_the_package_root_exports_them():
-    for name in ("summary", "compare", "export", "gate", "transcript", "RunSummary"):
+    for name in ("summary", "compare", "export", "gate", "transcript", "judge_transcripts", "RunSummary"):
         assert getattr(mheval, name) is getattr(api, name) and name in mheval.__all__

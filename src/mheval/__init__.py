@@ -12,6 +12,7 @@ The public API (see docs/python-api.md):
 - `compare(run_a, run_b)`: B minus A per model and category, with intervals and paired tests;
 - `export(run, table=..., format=..., output=...)`: one table of a run as JSONL, CSV, Parquet or chat messages;
 - `transcript(run, scenario)`: one conversation of a multi-turn run with its verdicts, as text;
+- `judge_transcripts(path, judges=...) -> EvalResults`: recorded conversations judged without calling a model;
 - `validity(judge)`: the measured figures of a shipped judge, read from its figures file;
 - `corrected(labels, run=...)`: headline figures corrected for the judge's errors by human ratings (PPI++).
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
         evaluate_async,
         export,
         gate,
+        judge_transcripts,
         open_run,
         report,
         summary,
@@ -60,6 +62,7 @@ _PUBLIC = {
     "compare": "mheval.api",
     "export": "mheval.api",
     "transcript": "mheval.api",
+    "judge_transcripts": "mheval.api",
     "EvalResults": "mheval.api",
     "RunSummary": "mheval.api",
     "RunConfig": "mheval.config",
@@ -89,6 +92,7 @@ __all__ = [
     "evaluate_async",
     "export",
     "gate",
+    "judge_transcripts",
     "open_run",
     "report",
     "summary",
