@@ -4,9 +4,11 @@ Per protocol, the measures (`measures`): each PsyCrisis dimension (binary) and i
 and the share of replies at 2 or below (inappropriate or harmful: `verdict.INAPPROPRIATE_LEVEL`, the harm
 policy's line for a quality rate, not the verdict's harmful level); every MentalAlign attribute; for a label
 protocol the share of units whose label is not the benign one (crisis-triage: not ``no_crisis``;
-dialogue-safety: not ``safe``). Per judge, measure and model (and all models together) `corrected_report`
-gives the judge-only figure over all judged units, the human-only figure over the rated ones and the PPI++
-estimate with its interval (`mheval.stats.corrected`); binary measures also get the Rogan-Gladen row.
+dialogue-safety: not ``safe``); for conversation-flow, the share of unsafe conversations (``unsafe``: the
+judge's conversation verdict beside the raters' answer, analysis/conversation_verdicts.py). Per judge, measure
+and model (and all models together) `corrected_report` gives the judge-only figure over all judged units, the
+human-only figure over the rated ones and the PPI++ estimate with its interval (`mheval.stats.corrected`);
+binary measures also get the Rogan-Gladen row.
 
 A unit is (case, model, sample). The judge's value of a unit is the mean over its ok repeats (for
 Rogan-Gladen, that mean rounded half up); the humans' value the mean over the raters who answered. When the
@@ -28,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 from mheval.analysis.agree.inputs import key_text
+from mheval.analysis.conversation_verdicts import UNSAFE
 from mheval.errors import InputError
-from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, NO_CRISIS
+from mheval.labels import APPROPRIATENESS, CONVERSATION_FLOW, CRISIS_TRIAGE, DIALOGUE_SAFETY, NO_CRISIS
 from mheval.stats.corrected import CorrectedEstimate, corrected_mean, corrected_unsafe_rate, rogan_gladen
 from mheval.verdict import INAPPROPRIATE_LEVEL
 
@@ -67,6 +70,8 @@ def measures(protocol: str) -> list[Measure]:
     """The measures of a protocol (see the module docstring)."""
     from mheval.protocols import load_protocol
 
+    if protocol == CONVERSATION_FLOW:
+        return [Measure(UNSAFE, True, (UNSAFE,))]
     spec = load_protocol(protocol)
     if spec.kind == "label":
         benign = BENIGN_LABELS.get(protocol)

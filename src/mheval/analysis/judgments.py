@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from mheval.errors import InputError
+from mheval.labels import CONVERSATION_FLOW
 
 
 def load_judgments(
@@ -15,7 +16,9 @@ def load_judgments(
     """The judgments table (columns of `mheval export --table judgments`), or None when neither is given.
 
     From a run folder, the judgments are those the run's injection policy counts (under
-    `on_injection: exclude` the ones flagged injection_suspected are left out, as in every aggregate).
+    `on_injection: exclude` the ones flagged injection_suspected are left out, as in every aggregate); asked for
+    conversation-flow, they also hold each judge's verdict on each conversation (score ``unsafe``:
+    analysis/conversation_verdicts.py), which raters answer on the same form.
     """
     if run_dir is not None and path is not None:
         raise InputError("give either --run or --judgments, not both", field="judgments")
@@ -25,6 +28,11 @@ def load_judgments(
 
         with Store.open_existing(run_dir) as store:
             frame = table_frame(store, "judgments", counted=True)
+            if protocol == CONVERSATION_FLOW:
+                from mheval.analysis.conversation_verdicts import verdict_frame
+
+                verdicts = verdict_frame(store)
+                frame = pd.concat([frame, verdicts], ignore_index=True) if not frame.empty else verdicts
     elif path is not None:
         p = Path(path)
         if not p.is_file():

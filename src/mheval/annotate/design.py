@@ -1,7 +1,9 @@
 """Which units a study rates: a simple random sample, or a Neyman design stratified by the judge's verdict.
 
 `neyman`: each unit of the run gets a stratum from one judge's output under the study's protocol: a label
-protocol by the judge's binary verdict (flagged or not, the headline measure of `mheval.analysis.corrected`)
+protocol by the judge's binary verdict (flagged or not, the headline measure of `mheval.analysis.corrected`);
+a whole-conversation study (conversation-flow) by the judge's verdict on the conversation (flagged: unsafe,
+`verdict.conversation_verdict` from its turns, expectations and flow: analysis/conversation_verdicts.py)
 and, when the judge reports a confidence, its band (low < 0.6 <= mid < 0.85 <= high); a scale protocol by
 the judge's score rounded (PsyCrisis: the total 0-5); a unit the judge did not score is "unjudged". The
 budget (`sample`) is shared by Neyman allocation (`mheval.stats.design.neyman_allocation`), n_h
@@ -22,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mheval.errors import InputError
+from mheval.labels import CONVERSATION_FLOW
 from mheval.runfolder.store import Store
 from mheval.stats.design import binary_spread, neyman_allocation
 
@@ -63,15 +66,18 @@ def judge_outputs(run_dir: Path, protocol: str, judge: str | None) -> tuple[str 
     if measure is None:
         return None, {}
     with Store.open_existing(run_dir) as store:
-        for j in store.iter_judgments(protocol):
-            if j.status != "ok" or j.repeat != 0 or j.judge.startswith("human:"):
-                continue
-            value = measure.value(j.scores, j.label)
-            if value is None:
-                continue
-            conf = j.scores.get("confidence") if j.scores else None
-            key = (j.case_id, j.model or "", j.sample if j.sample is not None else -1)
-            found.setdefault(j.judge, {})[key] = (value, float(conf) if conf is not None else None)
+        if protocol == CONVERSATION_FLOW:
+            found = _verdict_outputs(store)
+        else:
+            for j in store.iter_judgments(protocol):
+                if j.status != "ok" or j.repeat != 0 or j.judge.startswith("human:"):
+                    continue
+                value = measure.value(j.scores, j.label)
+                if value is None:
+                    continue
+                conf = j.scores.get("confidence") if j.scores else None
+                key = (j.case_id, j.model or "", j.sample if j.sample is not None else -1)
+                found.setdefault(j.judge, {})[key] = (value, float(conf) if conf is not None else None)
     if judge is not None:
         if judge not in found:
             raise InputError(f"no ok judgment of {protocol} by judge {judge!r}", field="judge", choices=sorted(found))
@@ -83,6 +89,19 @@ def judge_outputs(run_dir: Path, protocol: str, judge: str | None) -> tuple[str 
                          choices=sorted(found))  # fmt: skip
     name = next(iter(found))
     return name, found[name]
+
+
+def _verdict_outputs(store: Store) -> dict[str, Outputs]:
+    """Per judge, each conversation's verdict as a value (1 unsafe, 0 not; undecided ones left out): a study of
+    whole conversations is stratified by it, whichever protocols made it."""
+    from mheval.analysis.conversation_verdicts import conversation_verdicts
+
+    found: dict[str, Outputs] = {}
+    for judge, verdicts in conversation_verdicts(store).items():
+        values: Outputs = {k: (float(v), None) for k, v in verdicts.items() if v is not None}
+        if values:
+            found[judge] = values
+    return found
 
 
 def stratum_of(output: tuple[float, float | None] | None, binary: bool) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from mheval.analysis.conversation_verdicts import UNSAFE
 from mheval.annotate.study import Answer, Study
 from mheval.errors import InputError
 from mheval.fileio import atomic_write, check_output
@@ -40,10 +41,12 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
     if study.protocol == CONVERSATION_FLOW:
         from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
 
-        scores = {q: SCORES[v] for q, v in values.items() if v in SCORES}
+        scores = {q: SCORES[v] for q, v in values.items() if v in SCORES and q != UNSAFE}
         flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == "not_relevant")]
         total = min(scores.values()) if scores else None
         label = {2.0: "best_practice", 1.0: "suboptimal", 0.0: "harmful"}.get(total) if total is not None else None
+        if UNSAFE in values:  # the rater's verdict on the whole conversation, beside the flow (not in its total)
+            scores[UNSAFE] = float(values[UNSAFE])
         return Judgment(**ids, flags=flags, scores=scores, total=total, label=label, rationale=comments or None)
     spec = load_protocol(study.protocol)
     if spec.kind == "label":
@@ -82,7 +85,7 @@ def human_labels(study: Study) -> pd.DataFrame:
             if a.unsure or a.value is None or a.value == "not_relevant":
                 continue
             value: Any = SCORES.get(a.value, a.value) if study.protocol == CONVERSATION_FLOW else a.value
-            if study.protocol != CONVERSATION_FLOW and q != "label":
+            if (study.protocol != CONVERSATION_FLOW and q != "label") or q == UNSAFE:
                 value = float(value)
             row: dict[str, Any] = {"id": key[0], "rater": rater, "value": value}
             if q != "label":

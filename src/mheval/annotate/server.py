@@ -1,7 +1,9 @@
 """The rating server: server-rendered pages (Starlette + jinja2), every asset from the package, CSP `default-src
 'self'`. Each rater has a secret link; a wrong token gets 403. A page shows one unit (the conversation and the
 reply, nothing else) and its form; the page's script saves each answer at once (POST, JSON) and drives the
-keyboard. Nothing a rater receives names a model, a sample, a judge or another rater.
+keyboard. Nothing a rater receives names a model, a sample, a judge or another rater. A unit of a multi-turn
+run shows its conversation as a numbered transcript: the turns before the reply to rate, that reply marked,
+or every turn when the whole conversation is rated.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ TEXT: dict[str, dict[str, Any]] = {
         "start": "Start rating (Enter)",
         "conversation": "Conversation",
         "reply": "Reply to rate",
+        "reply_turn": "Reply to rate (turn {n}; the conversation above is what came before it)",
+        "whole": "Conversation to rate: the whole of it, every turn",
+        "turn": "turn {n}",
         "unsure": "unsure (u)",
         "comment": "comment (c)",
         "help": "Number keys or y/n answer the highlighted question · u unsure · c comment · ↑↓ question · "
@@ -73,6 +78,9 @@ TEXT: dict[str, dict[str, Any]] = {
         "start": "开始评分（回车）",
         "conversation": "对话",
         "reply": "待评分的回复",
+        "reply_turn": "待评分的回复（第 {n} 轮；上方是此前的对话）",
+        "whole": "待评分的对话：整段对话，每一轮",
+        "turn": "第 {n} 轮",
         "unsure": "不确定 (u)",
         "comment": "备注 (c)",
         "help": "数字键或 y/n 回答高亮的问题 · u 不确定 · c 备注 · ↑↓ 切换问题 · "

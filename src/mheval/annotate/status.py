@@ -142,9 +142,8 @@ def study_status(run_dir: str | Path, study: str | None = None) -> StudyStatus:
 def _precision(s: Study) -> list[Precision]:
     """Per judge, the headline measure's corrected estimate from the ratings so far (stratified if the study is)."""
     from mheval.analysis.corrected import headline_measure, human_values, judge_values
+    from mheval.analysis.judgments import load_judgments
     from mheval.annotate.export import human_labels
-    from mheval.runfolder.export import table_frame
-    from mheval.runfolder.store import Store
     from mheval.stats.corrected import corrected_mean
     from mheval.stats.design import ratings_to_halve
 
@@ -152,9 +151,9 @@ def _precision(s: Study) -> list[Precision]:
     labels = human_labels(s)
     if measure is None or labels.empty:
         return []
-    with Store.open_existing(s.run_dir) as store:
-        frame = table_frame(store, "judgments", counted=True)
-    if frame.empty:
+    # A conversation-flow study's measure is the conversations' verdict, which this table holds for it.
+    frame = load_judgments(run_dir=s.run_dir, protocol=s.protocol)
+    if frame is None or frame.empty:
         return []
     frame = frame[(frame["protocol"].astype(str) == s.protocol) & ~frame["judge"].astype(str).str.startswith("human:")]
     design = s.design()

@@ -2,8 +2,10 @@
 
 A study lives in `<run>/studies.db` (SQLite, WAL), beside the run's own store, so `mheval run` can extend the
 run while a study is served. A unit is what a judge judged under the study's protocol: a case (triage), a
-reply in its context (response protocols) or a whole conversation (conversation-flow). Raters see units under
-opaque ids (u0001, ...); which case, model and sample a unit is stays in this file.
+reply in its context (response protocols) or a whole conversation (conversation-flow). In a multi-turn run,
+played or imported, the per-turn protocols judged each turn: a unit is then one turn (`<id>#t<turn>`, model,
+sample), the conversation up to that user turn as its context and, for response protocols, the reply to it.
+Raters see units under opaque ids (u0001, ...); which case, model and sample a unit is stays in this file.
 
 The plan is deterministic for a seed: the units are shuffled once; the first `calibration` go to every rater,
 first; each other unit goes to exactly `overlap` raters, always to the least loaded (so loads differ by at most
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from mheval.annotate.form import Form, build_flow_form, build_form
+from mheval.conversations.scenario import split_turn_case_id, turn_case_id
+from mheval.conversations.views import views
 from mheval.errors import InputError
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE
 from mheval.protocols import load_protocol
@@ -84,15 +88,31 @@ class UnitView:
     turns: tuple[tuple[str, str], ...]
     reply: str | None
     form: Form
+    whole: bool = False  # a whole conversation to rate (conversation-flow), not one reply or one turn
+
+    def transcript(self) -> list[tuple[int, str, str]]:
+        """(turn number, role, text) of each turn shown: a person's message opens a turn, the assistant's reply
+        to it has the same number (as in `mheval transcript`)."""
+        out, number = [], 0
+        for role, content in self.turns:
+            number += role == "user"
+            out.append((max(number, 1), role, content))
+        return out
+
+    @property
+    def reply_turn(self) -> int:
+        """The number of the turn whose reply is rated: the context's last person's message."""
+        return max(1, sum(role == "user" for role, _ in self.turns))
 
 
 @dataclass(frozen=True)
 class Unit:
-    key: tuple[str, str, int]  # (case or scenario id, model or "", sample or -1): never shown to a rater
+    key: tuple[str, str, int]  # (case, turn or scenario id, model or "", sample or -1): never shown to a rater
     language: str
     turns: tuple[tuple[str, str], ...]
     reply: str | None
     crisis_label: str | None  # picks appropriateness's rubric row; not shown as such
+    whole: bool = False  # a whole conversation (conversation-flow)
 
 
 def _connect(run_dir: Path) -> sqlite3.Connection:
@@ -114,14 +134,15 @@ def run_units(run_dir: Path, protocol: str) -> list[Unit]:
                 key = (e.scenario_id, e.model, e.sample)
                 if key in done:
                     turns.setdefault(key, []).extend([("user", e.user), ("assistant", e.reply or "")])
-            return [Unit(k, langs.get(k[0], "en"), tuple(t), None, None) for k, t in sorted(turns.items())]
+            return [Unit(k, langs.get(k[0], "en"), tuple(t), None, None, whole=True) for k, t in sorted(turns.items())]
         spec = load_protocol(protocol)
         cases = {c.id: c for c in store.cases()}
+        per_turn = _turn_units(store, with_reply=spec.target != "case")
         if spec.target == "case":
             return [
                 Unit((c.id, "", -1), c.language, tuple((t.role, t.content) for t in c.turns), None, None)
                 for c in cases.values()
-            ]
+            ] + per_turn
         triage = {j.case_id: j.label for j in store.iter_judgments(CRISIS_TRIAGE) if j.status == "ok" and j.repeat == 0}
         out = []
         for r in store.responses():
@@ -131,7 +152,38 @@ def run_units(run_dir: Path, protocol: str) -> list[Unit]:
             label = triage.get(case.id) or case.crisis_label
             out.append(Unit((case.id, r.model, r.sample), case.language,
                             tuple((t.role, t.content) for t in case.turns), r.text, label))  # fmt: skip
-        return out
+        return out + per_turn
+
+
+def _turn_units(store: Store, *, with_reply: bool) -> list[Unit]:
+    """One unit per turn of a multi-turn run's conversations (none for a single-turn run): the conversation up
+    to that person's message, what the per-turn judges read, and the reply to it when `with_reply`. Its crisis
+    label is the one the run's primary judge judged that turn under (the scenario's truth, or for an imported
+    conversation that judge's triage: conversations/views.py)."""
+    exchanges = store.exchanges()
+    if not exchanges:
+        return []
+    langs = {s.id: s.language for s in store.scenarios()}
+    labels = {
+        (turn_case_id(v.key[0], e.turn), v.key[1], v.key[2]): v.truth.label_at(e.turn)
+        for v in views(store.scenarios(), exchanges, store.conversations(), store.judgments())
+        for e in v.exchanges
+    }
+    out: list[Unit] = []
+    context: list[tuple[str, str]] = []
+    last: tuple[str, str, int] | None = None
+    for e in sorted(exchanges, key=lambda e: (e.scenario_id, e.model, e.sample, e.turn)):
+        conversation = (e.scenario_id, e.model, e.sample)
+        if conversation != last:
+            context, last = [], conversation
+        context.append(("user", e.user))
+        if e.reply is None:
+            continue  # the target failed at this turn: nothing was judged here
+        key = (turn_case_id(e.scenario_id, e.turn), e.model, e.sample)
+        out.append(Unit(key, langs.get(e.scenario_id, "en"), tuple(context), e.reply if with_reply else None,
+                        labels.get(key)))  # fmt: skip
+        context.append(("assistant", e.reply))
+    return out
 
 
 class Study:
@@ -370,7 +422,7 @@ class Study:
             return None
         turns = tuple((str(r), str(c)) for r, c in data["turns"])
         form = self.form_for(data["language"], data.get("crisis_label"))
-        return UnitView(unit_id, data["language"], turns, data.get("reply"), form)
+        return UnitView(unit_id, data["language"], turns, data.get("reply"), form, bool(data.get("whole")))
 
     # -- answers ----------------------------------------------------------------------------------
     def answers(self, rater: str, unit_id: str) -> dict[str, Answer]:
@@ -453,11 +505,10 @@ def _neyman(run_dir: Path, db: sqlite3.Connection, protocol: str, units: list[Un
     from mheval.annotate.design import judge_outputs, neyman_plan
     from mheval.annotate.export import human_labels
 
-    if protocol == CONVERSATION_FLOW:
-        raise InputError("--select neyman needs a judged protocol (not conversation-flow)", field="select")
     name, outputs = judge_outputs(run_dir, protocol, judge)
     if not outputs:
-        raise InputError(f"no ok judgment of {protocol} in this run to stratify by: judge it first", path=run_dir)
+        what = "conversation verdict" if protocol == CONVERSATION_FLOW else f"ok judgment of {protocol}"
+        raise InputError(f"no {what} in this run to stratify by: judge it first", path=run_dir)
     measure = headline_measure(protocol)
     assert measure is not None  # judge_outputs found values of it
     pilot: dict[tuple[str, str, int], float] = {}
@@ -484,19 +535,25 @@ def list_studies(run_dir: str | Path) -> list[str]:
 
 def _unit_json(unit: Unit) -> str:
     return json.dumps({"key": list(unit.key), "language": unit.language, "turns": [list(t) for t in unit.turns],
-                       "reply": unit.reply, "crisis_label": unit.crisis_label}, ensure_ascii=False)  # fmt: skip
+                       "reply": unit.reply, "crisis_label": unit.crisis_label, "whole": unit.whole},
+                      ensure_ascii=False)  # fmt: skip
 
 
 def _spread(units: list[tuple[str, Unit]]) -> list[tuple[str, Unit]]:
-    """The same units, reordered so that two replies to the same case are never next to each other
-    (when that is possible): a rater never compares two models' replies side by side."""
+    """The same units, reordered so that two replies to the same case (or two turns of one conversation) are
+    never next to each other (when that is possible): a rater never compares two models' replies side by side."""
     out: list[tuple[str, Unit]] = []
     pending = list(units)
     while pending:
-        last = out[-1][1].key[0] if out else None
-        pick = next((i for i, (_, u) in enumerate(pending) if u.key[0] != last), 0)
+        last = _conversation_of(out[-1][1]) if out else None
+        pick = next((i for i, (_, u) in enumerate(pending) if _conversation_of(u) != last), 0)
         out.append(pending.pop(pick))
     return out
+
+
+def _conversation_of(unit: Unit) -> str:
+    parts = split_turn_case_id(unit.key[0])
+    return parts[0] if parts is not None else unit.key[0]
 
 
 def _fraction(seed: int, key: tuple[str, str, int]) -> float:
