@@ -203,6 +203,32 @@ def test_neyman_on_conversations_stratifies_by_the_judges_verdict(run):
     assert set(_all_units(again)) == chosen  # the same seed draws the same conversations
 
 
+def test_conversations_recorded_later_join_a_stratified_study_in_their_stratum(tmp_path):
+    path = tmp_path / "logs.jsonl"
+
+    def judge(records: list[dict[str, Any]]) -> Path:
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+        return api.judge_transcripts(path, judges=JUDGE, out=tmp_path / "run").run_dir
+
+    run = judge(CONVERSATIONS[:6])
+    s = Study.create(run, "conversation-flow", ["ana"], overlap=1, sample=4, seed=2, select="neyman")
+    before = set(_all_units(s))
+    _, strata, _ = s.design() or ("", {}, [])
+    share = {st: p for st, p in strata.values()}  # each stratum's inclusion probability
+    s.close()
+    judge(CONVERSATIONS)  # two more conversations in the same run
+    verdicts = _verdicts(run)
+    s = Study.open(run, "conversation-flow")
+    s.add_units()
+    _, strata, _ = s.design() or ("", {}, [])
+    new = {k for k in verdicts if k[0] in ("zh-support-1", "zh-dismiss-1")}
+    assert len(new) == 2 and new <= set(strata)
+    for key in new:
+        stratum = "flagged" if verdicts[key] else "not-flagged"
+        assert strata[key] == (stratum, share[stratum])
+    assert before <= set(_all_units(s))  # nothing already planned moves
+
+
 def _rate_conversations(s: Study, unsafe_of: dict[tuple[str, str, int], bool]) -> int:
     """Every rater answers every flow question 'best practice' and the verdict question as `unsafe_of` says."""
     n = 0

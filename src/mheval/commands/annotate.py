@@ -19,7 +19,15 @@ annotate_app = typer.Typer(help="Blind human rating of a run's units, feeding `m
 @annotate_app.command("init")
 def annotate_init(
     run_dir: RunArg,
-    protocol: Annotated[str, typer.Option("--protocol", "-p", help="The protocol the raters answer.")],
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            "-p",
+            help="The protocol the raters answer; in a multi-turn run a per-turn protocol rates each reply after "
+            "the turns before it, conversation-flow rates whole conversations (with 'is it unsafe?').",
+        ),
+    ],
     raters: Annotated[str, typer.Option(help="Comma-separated rater names.")] = "rater1,rater2",
     overlap: Annotated[int, typer.Option(help="Raters per unit.")] = 2,
     calibration: Annotated[int, typer.Option(help="Units every rater rates first.")] = 0,
@@ -29,8 +37,9 @@ def annotate_init(
     select: Annotated[
         str,
         typer.Option(
-            help="random, or neyman: --sample units stratified by the judge's verdict and confidence, Neyman "
-            "allocation, inclusion probabilities kept for the corrected estimates."
+            help="random, or neyman: --sample units stratified by the judge's verdict and confidence (for "
+            "conversation-flow: its verdict on each conversation, unsafe or not), Neyman allocation, inclusion "
+            "probabilities kept for the corrected estimates."
         ),
     ] = "random",
     judge: Annotated[str | None, typer.Option(help="With --select neyman: the judge to stratify by.")] = None,
