@@ -112,7 +112,6 @@ class Unit:
     turns: tuple[tuple[str, str], ...]
     reply: str | None
     crisis_label: str | None  # picks appropriateness's rubric row; not shown as such
-    whole: bool = False  # a whole conversation (conversation-flow)
 
 
 def _connect(run_dir: Path) -> sqlite3.Connection:
@@ -134,7 +133,7 @@ def run_units(run_dir: Path, protocol: str) -> list[Unit]:
                 key = (e.scenario_id, e.model, e.sample)
                 if key in done:
                     turns.setdefault(key, []).extend([("user", e.user), ("assistant", e.reply or "")])
-            return [Unit(k, langs.get(k[0], "en"), tuple(t), None, None, whole=True) for k, t in sorted(turns.items())]
+            return [Unit(k, langs.get(k[0], "en"), tuple(t), None, None) for k, t in sorted(turns.items())]
         spec = load_protocol(protocol)
         cases = {c.id: c for c in store.cases()}
         per_turn = _turn_units(store, with_reply=spec.target != "case")
@@ -422,7 +421,7 @@ class Study:
             return None
         turns = tuple((str(r), str(c)) for r, c in data["turns"])
         form = self.form_for(data["language"], data.get("crisis_label"))
-        return UnitView(unit_id, data["language"], turns, data.get("reply"), form, bool(data.get("whole")))
+        return UnitView(unit_id, data["language"], turns, data.get("reply"), form, self.protocol == CONVERSATION_FLOW)
 
     # -- answers ----------------------------------------------------------------------------------
     def answers(self, rater: str, unit_id: str) -> dict[str, Answer]:
@@ -535,8 +534,7 @@ def list_studies(run_dir: str | Path) -> list[str]:
 
 def _unit_json(unit: Unit) -> str:
     return json.dumps({"key": list(unit.key), "language": unit.language, "turns": [list(t) for t in unit.turns],
-                       "reply": unit.reply, "crisis_label": unit.crisis_label, "whole": unit.whole},
-                      ensure_ascii=False)  # fmt: skip
+                       "reply": unit.reply, "crisis_label": unit.crisis_label}, ensure_ascii=False)  # fmt: skip
 
 
 def _spread(units: list[tuple[str, Unit]]) -> list[tuple[str, Unit]]:
