@@ -292,10 +292,17 @@ def test_agree_pairs_the_raters_verdict_with_the_judges(run):
         key = (j["case_id"], j["model"], j["sample"] if j["sample"] is not None else 0)
         assert j["scores"][UNSAFE] == float(verdicts[key])
         assert j["total"] == 2.0 and j["label"] == "best_practice"  # the verdict is not part of the flow's total
+    # One rater now disagrees with the judge on one conversation; the other still agrees everywhere.
+    flipped = sorted(verdicts)[0]
+    uid = next(u for u in s.queue("ana") if tuple((s._unit(u) or {})["key"]) == flipped)
+    s.save_answer("ana", uid, UNSAFE, "0" if verdicts[flipped] else "1", seconds=6.0)
     s.close()
-    report = api.agree(run, protocol="conversation-flow")
-    text = report.to_json()
-    assert f'"{UNSAFE}"' in text
+    report = json.loads(api.agree(run, protocol="conversation-flow").to_json())
+    (block,) = [b for b in report["blocks"] if b["dimension"] == UNSAFE and b["kind"] == "judge"]
+    assert block["name"] == JUDGE and block["n_items"] == len(verdicts)
+    kappa = {p["b"]: p["value"] for p in block["pairwise"]["kappa"]["pairs"] if p["a"] == JUDGE}
+    assert kappa["ben"] == pytest.approx(1.0)
+    assert kappa["ana"] is not None and kappa["ana"] < 1.0
 
 
 def test_a_flow_study_of_a_run_without_conversations_is_refused(tmp_path):
