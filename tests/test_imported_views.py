@@ -192,3 +192,15 @@ def test_a_crisis_line_with_no_locale_is_unknown_and_says_what_to_add(tmp_path):
     assert outcomes["gb-no-line"].state == "missed"
     text = api.transcript(run, "no-country")
     assert "crisis_line: unknown" in text and "None" not in text
+
+
+def test_an_llm_judge_is_asked_for_any_real_line_when_no_country_is_given():
+    from mheval.conversations.expectations_judge import render_prompt
+    from mheval.conversations.imported import ImportedScenario
+    from mheval.records import Exchange
+
+    scenario = ImportedScenario(id="x", title="x", language="en", expectations={"must": ["crisis_line"]})
+    exchanges = [Exchange(scenario_id="x", model="m", sample=0, turn=1, beat=0, user="hi", reply="Hello.")]
+    prompt = render_prompt(scenario, exchanges)
+    assert "(None)" not in prompt and "not given: any real crisis line" in prompt
+    assert "(US)" in render_prompt(scenario.model_copy(update={"locale": "US"}), exchanges)

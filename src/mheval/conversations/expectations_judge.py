@@ -105,14 +105,21 @@ def protocol_digest() -> str:
     """What decides a verdict besides the conversation and the judge: the questions, the prompt, the rules."""
     from mheval.digest import digest
 
-    return digest([QUESTIONS, ESCALATION, _PROMPT, OFFLINE_RULES_VERSION])
+    return digest([QUESTIONS, ESCALATION, _PROMPT, UNKNOWN_COUNTRY, OFFLINE_RULES_VERSION])
+
+
+UNKNOWN_COUNTRY = {
+    "en": "not given: any real crisis line or emergency number",
+    "zh": "未知：任何真实的危机热线或紧急电话均可",
+}
+"""What the crisis-line question names when a conversation does not say the person's country (a recording
+without a locale)."""
 
 
 def render_prompt(scenario: Scenario, exchanges: list[Exchange]) -> str:
     lang = scenario.language
-    questions = "\n".join(
-        f"- {eid}: {QUESTIONS[eid][lang].format(locale=scenario.locale)}" for eid in expectation_ids(scenario)
-    )
+    locale = scenario.locale or UNKNOWN_COUNTRY[lang]
+    questions = "\n".join(f"- {eid}: {QUESTIONS[eid][lang].format(locale=locale)}" for eid in expectation_ids(scenario))
     return _PROMPT[lang].format(
         questions=questions, escalation=ESCALATION[lang], transcript=render_transcript(exchanges)
     )
