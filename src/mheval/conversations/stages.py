@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -284,50 +284,57 @@ class Imported:
     replaced: int = 0  # of `stored`, those that changed (their old exchanges moved to superseded)
 
 
+IMPORT_BATCH = 2000
+"""Exchanges written per transaction when storing an imported suite (whole conversations only: see
+runfolder/store.py `put_imported`)."""
+
+
 def store_imported(suite: ImportedSuite, store: Store, progress: ProgressSink | None = None) -> Imported:
     """Store each recorded conversation (conversations/imported.py) as a played one is stored: its exchanges
     and its end (mode `imported`), keyed by its content. One stored from the same content is kept as it is,
     so its judgments are reused; a changed one replaces the old (moved to superseded), and the judgments of
     turns it no longer has are retired. Per-turn judgments of the turns it still has are redone only where
-    their own inputs (the context, the reply) changed."""
+    their own inputs (the context, the reply) changed.
+
+    Conversations are written in batches (about `IMPORT_BATCH` exchanges a transaction), each conversation
+    whole in one transaction: a kill loses only the conversations of the batch in progress, never part of
+    one, and the next import stores them."""
     before = store.conversation_inputs()
     done = Imported()
     if progress is not None:
         progress.start("import", len(suite.accepted))  # one step per conversation, stored or found stored
-    judged: list[JudgmentKey] | None = None
-    stale: list[JudgmentKey] = []
-    for item in suite.conversations():  # read again, one at a time
-        if progress is not None:
-            progress.advance("import")
-        if before.get(item.key) == item.inputs:
-            done.reused += 1
-            continue
-        if item.key in before:
-            done.replaced += 1
-            store.restart_conversation(*item.key, from_turn=1)
-            judged = judged if judged is not None else list(store.judgment_inputs())
-            stale += _turns_beyond(judged, item)
-        for exchange in item.exchanges:
-            store.put_exchange(exchange, item.inputs)
-        store.put_conversation(item.conversation, item.inputs)
-        done.stored += 1
-    if stale:
-        store.supersede(judgments=stale)
+    with store.deferred(max_pending=IMPORT_BATCH):
+        for item in suite.conversations():  # read again, one at a time
+            if progress is not None:
+                progress.advance("import")
+            if before.get(item.key) == item.inputs:
+                done.reused += 1
+                continue
+            if item.key in before:
+                done.replaced += 1
+                stale = _turns_beyond(store, item)
+                store.restart_conversation(*item.key, from_turn=1)
+                if stale:
+                    store.supersede(judgments=stale)
+            store.put_imported(item.exchanges, item.conversation, item.inputs)
+            done.stored += 1
     return done
 
 
-def _turns_beyond(judged: list[JudgmentKey], item: Prepared) -> list[JudgmentKey]:
+def _turns_beyond(store: Store, item: Prepared) -> list[JudgmentKey]:
     """The stored per-turn judgments of `item`'s conversation for turns past its (new) last one."""
     sid, model, sample = item.key
-    out = []
-    for key in judged:
-        parts = split_turn_case_id(key[0])
-        if parts is not None and parts[0] == sid and key[1:3] == (model, sample) and parts[1] > len(item.exchanges):
-            out.append(key)
-    return out
+    old = store.exchanges_of([item.key])[item.key]
+    ids = [turn_case_id(sid, e.turn) for e in old if e.turn > len(item.exchanges)]
+    return [key for key in store.judgment_inputs_of(ids) if key[1:3] == (model, sample)]
 
 
 # -- judging ------------------------------------------------------------------------------------
+
+
+CHUNK = 32
+"""Conversations judged together: per-turn and whole-conversation judging walk a run's conversations this many
+at a time, reading only their exchanges and judgments, so memory does not grow with the run."""
 
 
 async def judge_turns(
@@ -335,28 +342,58 @@ async def judge_turns(
     judge_digests: Mapping[str, str], progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
     """Each user turn triaged and each reply judged in its context, under the single-turn protocols.
-    Triage goes first: appropriateness takes its rubric row from the turn's triage verdict."""
+    Triage goes first: appropriateness takes its rubric row from the turn's triage verdict. The conversations
+    are judged `CHUNK` at a time (triage, then the replies, of each chunk)."""
+    by_id = {s.id: s for s in scenarios}
+    stages = [
+        (name, stage)
+        for name, stage in (("triage", [p for p in protocols if p.target == "case"]),
+                            ("judge", [p for p in protocols if p.target != "case"]))
+        if stage
+    ]  # fmt: skip
+    keys = _scored_keys(store, by_id)
+    if progress is not None:  # a first pass counts what is to do, so each stage's bar has its total
+        totals = dict.fromkeys((name for name, _ in stages), 0)
+        for chunk in _chunks(keys):
+            exchanges = store.exchanges_of(chunk)
+            for name, stage in stages:
+                totals[name] += len(_turn_units(chunk, exchanges, by_id, bench, store, stage, judge_digests))
+        for name, total in totals.items():
+            if total:
+                progress.start(name, total)
     made = 0
-    for stage in ([p for p in protocols if p.target == "case"], [p for p in protocols if p.target != "case"]):
-        todo = _turn_units(scenarios, bench, store, stage, judge_digests)
-        if progress is not None and todo:
-            progress.start("judge" if stage[0].target != "case" else "triage", len(todo))
-        await _perform_all(todo, bench, store, progress)
-        made += len(todo)
+    for chunk in _chunks(keys):
+        exchanges = store.exchanges_of(chunk)
+        for _, stage in stages:
+            todo = _turn_units(chunk, exchanges, by_id, bench, store, stage, judge_digests)
+            _prefetch(todo, bench)
+            await _perform_all(todo, bench, store, progress)
+            made += len(todo)
     return made
 
 
+def _chunks(keys: list[ConversationKey], size: int | None = None) -> Iterator[list[ConversationKey]]:
+    size = size or CHUNK
+    for start in range(0, len(keys), size):
+        yield keys[start : start + size]
+
+
 def _turn_units(
-    scenarios: list[Scenario], bench: Workbench, store: Store, protocols: list[ProtocolSpec],
-    judge_digests: Mapping[str, str],
+    chunk: list[ConversationKey], stored: Mapping[ConversationKey, list[Exchange]], by_id: Mapping[str, Scenario],
+    bench: Workbench, store: Store, protocols: list[ProtocolSpec], judge_digests: Mapping[str, str],
 ) -> list[tuple[Unit, tuple[Any, ...], Inputs]]:  # fmt: skip
-    """The per-turn judging units not yet done with these inputs."""
-    by_id = {s.id: s for s in scenarios}
-    done = store.judgment_inputs(finished=True)
-    triaged = _triage_by_conversation(store, scenarios)
+    """The per-turn judging units of these conversations not yet done with these inputs."""
+    done = store.judgment_inputs_of(
+        [turn_case_id(sid, e.turn) for sid, model, sample in chunk for e in stored[(sid, model, sample)]],
+        finished=True,
+    )
+    triaged = _triage_by_conversation(store, chunk, by_id)
     todo: list[tuple[Unit, tuple[Any, ...], Inputs]] = []
-    for conv, exchanges in _scored_conversations(store, by_id).items():
+    for conv in chunk:
         sid, model, sample = conv
+        exchanges = stored[conv]
+        if not exchanges:
+            continue
         scenario = by_id[sid]
         # The scenario's truth; an imported conversation's is each judge's triage of its user turns.
         mine = triaged.get(conv, [])
@@ -381,16 +418,40 @@ def _turn_units(
     return todo
 
 
-def _triage_by_conversation(store: Store, scenarios: list[Scenario]) -> dict[ConversationKey, list[Judgment]]:
+def _turn_prefixes(chunk: Iterable[ConversationKey]) -> list[str]:
+    return [turn_case_id(sid, 0)[:-1] for sid, _, _ in chunk]  # `<id>#t`: every turn's case id starts so
+
+
+def _triage_by_conversation(
+    store: Store, chunk: list[ConversationKey], by_id: Mapping[str, Scenario]
+) -> dict[ConversationKey, list[Judgment]]:
     """The stored triage of each imported conversation's user turns (their truth); empty for a scenario suite."""
-    if not any(is_imported(s) for s in scenarios):
-        return {}
+    wanted = {conv for conv in chunk if is_imported(by_id.get(conv[0]))}
     out: dict[ConversationKey, list[Judgment]] = {}
-    for j in store.iter_judgments(CRISIS_TRIAGE):
+    if not wanted:
+        return out
+    for j in store.judgments_by_prefix(_turn_prefixes(wanted), CRISIS_TRIAGE):
         parts = split_turn_case_id(j.case_id)
         if parts is not None and j.model is not None:
             out.setdefault((parts[0], j.model, j.sample or 0), []).append(j)
     return out
+
+
+def _prefetch(todo: list[tuple[Unit, tuple[Any, ...], Inputs]], bench: Workbench) -> None:
+    """Let each judge that can (the offline judge's `prefetch`) read ahead what the chunk's units need, in
+    one batch: its encoders then embed a chunk's texts in a few calls instead of one call per unit. Only
+    a cache is filled; every unit is judged as before. Texts are read as the judge will see them (masked
+    with --redact)."""
+    wanted: dict[str, list[tuple[str, Case, str | None]]] = {}
+    for unit, _, _ in todo:
+        if isinstance(unit, TriageUnit | JudgeUnit) and hasattr(bench.judges.get(unit.judge), "prefetch"):
+            response = unit.response if isinstance(unit, JudgeUnit) else None
+            case, response = (
+                bench.redaction.judge_view(unit.case, response) if bench.redaction else (unit.case, response)
+            )
+            wanted.setdefault(unit.judge, []).append((unit.protocol, case, response.text if response else None))
+    for judge, items in wanted.items():
+        bench.judges[judge].prefetch(items)  # type: ignore[attr-defined]
 
 
 async def _perform_all(
@@ -412,19 +473,13 @@ async def _perform_all(
     await asyncio.gather(*(one(*item) for item in todo))
 
 
-def _scored_conversations(store: Store, scenarios: Mapping[str, Scenario]) -> dict[ConversationKey, list[Exchange]]:
-    """Exchanges of each finished conversation that may be scored (not a simulator failure)."""
-    keep = {
+def _scored_keys(store: Store, scenarios: Mapping[str, Scenario]) -> list[ConversationKey]:
+    """The finished conversations that may be scored (not a simulator failure), in the store's order."""
+    return [
         (c.scenario_id, c.model, c.sample)
         for c in store.conversations()
         if c.scenario_id in scenarios and not (c.status == "unscored" and c.reason == Reason.SIMULATOR_FAILURE)
-    }
-    out: dict[ConversationKey, list[Exchange]] = {}
-    for e in store.exchanges():
-        key = (e.scenario_id, e.model, e.sample)
-        if key in keep:
-            out.setdefault(key, []).append(e)
-    return out
+    ]
 
 
 async def judge_conversations(
@@ -432,40 +487,17 @@ async def judge_conversations(
     progress: ProgressSink | None = None,
 ) -> int:  # fmt: skip
     """The whole-conversation flow protocol and the scenario's expectations over each scored conversation,
-    by each judge (one verdict of each per conversation and judge, keyed like any other unit)."""
+    by each judge (one verdict of each per conversation and judge, keyed like any other unit), `CHUNK`
+    conversations at a time."""
     spec = flow.load_flow()
     expect_digest = expectations_judge.protocol_digest()
     by_id = {s.id: s for s in scenarios}
-    done = store.judgment_inputs(finished=True)
-    per_turn: dict[ConversationKey, list[Judgment]] = {}
-    for j in store.iter_judgments():
-        parts = flow.turn_of(j)
-        if parts is not None:
-            per_turn.setdefault((parts[0], j.model or "", j.sample or 0), []).append(j)
-    # (scenario, exchanges, per-turn verdicts for the flow or the truth for the expectations, judge, ...)
-    todo: list[tuple[Scenario, list[Exchange], list[Judgment] | Truth | None, str, str, int, Inputs]] = []
-    for key, exchanges in _scored_conversations(store, by_id).items():
-        sid, model, sample = key
-        turns = per_turn.get(key, [])
-        for judge, fingerprint in judge_digests.items():
-            inputs = {
-                "case": digest([by_id[sid].model_dump(mode="json"), [[e.user, e.reply] for e in exchanges]]),
-                "protocol": spec.digest,
-                "judge": digest([fingerprint, 0]),
-                "reply": digest(sorted(j.model_dump_json(exclude={"latency_s", "usage"}) for j in turns)),
-            }
-            if done.get((sid, model, sample, CONVERSATION_FLOW, judge, 0)) != inputs:
-                todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
-            # The expectations read the transcript only (not the per-turn verdicts), and where risk was
-            # disclosed: the scenario's truth, or for an imported conversation the judge's triage.
-            wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
-            truth = None
-            if is_imported(by_id[sid]):
-                truth = conversation_truth(by_id[sid], exchanges, turns, judge)
-                wanted["truth"] = digest(dataclasses.asdict(truth))
-            listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
-            if listed and done.get((sid, model, sample, EXPECTATIONS, judge, 0)) != wanted:
-                todo.append((by_id[sid], exchanges, truth, judge, model, sample, wanted))
+    keys = _scored_keys(store, by_id)
+    if progress is not None:  # count first, so the bar has its total
+        total = sum(len(_conversation_units(chunk, by_id, store, judge_digests, spec, expect_digest))
+                    for chunk in _chunks(keys))  # fmt: skip
+        if total:
+            progress.start("flow", total)  # each conversation judged whole (flow, expectations)
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 
     async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | Truth | None, judge: str,
@@ -487,7 +519,54 @@ async def judge_conversations(
         if progress is not None:
             progress.advance("flow", verdict.usage, failed=verdict.status != "ok")
 
-    if progress is not None and todo:
-        progress.start("flow", len(todo))  # each conversation judged whole (flow, expectations)
-    await asyncio.gather(*(one(*item) for item in todo))
-    return len(todo)
+    made = 0
+    for chunk in _chunks(keys):
+        todo = _conversation_units(chunk, by_id, store, judge_digests, spec, expect_digest)
+        await asyncio.gather(*(one(*item) for item in todo))
+        made += len(todo)
+    return made
+
+
+ConversationUnit = tuple[Scenario, list[Exchange], "list[Judgment] | Truth | None", str, str, int, Inputs]
+
+
+def _conversation_units(
+    chunk: list[ConversationKey], by_id: Mapping[str, Scenario], store: Store, judge_digests: Mapping[str, str],
+    spec: Any, expect_digest: str,
+) -> list[ConversationUnit]:  # fmt: skip
+    """The flow and expectations verdicts of these conversations not yet made with these inputs:
+    (scenario, exchanges, per-turn verdicts for the flow or the truth for the expectations, judge, ...)."""
+    stored = store.exchanges_of(chunk)
+    done = store.judgment_inputs_of([sid for sid, _, _ in chunk], finished=True)
+    per_turn: dict[ConversationKey, list[Judgment]] = {}
+    for j in store.judgments_by_prefix(_turn_prefixes(chunk)):
+        parts = flow.turn_of(j)
+        if parts is not None:
+            per_turn.setdefault((parts[0], j.model or "", j.sample or 0), []).append(j)
+    todo: list[ConversationUnit] = []
+    for key in chunk:
+        sid, model, sample = key
+        exchanges = stored[key]
+        if not exchanges:
+            continue
+        turns = per_turn.get(key, [])
+        for judge, fingerprint in judge_digests.items():
+            inputs = {
+                "case": digest([by_id[sid].model_dump(mode="json"), [[e.user, e.reply] for e in exchanges]]),
+                "protocol": spec.digest,
+                "judge": digest([fingerprint, 0]),
+                "reply": digest(sorted(j.model_dump_json(exclude={"latency_s", "usage"}) for j in turns)),
+            }
+            if done.get((sid, model, sample, CONVERSATION_FLOW, judge, 0)) != inputs:
+                todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
+            # The expectations read the transcript only (not the per-turn verdicts), and where risk was
+            # disclosed: the scenario's truth, or for an imported conversation the judge's triage.
+            wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
+            truth = None
+            if is_imported(by_id[sid]):
+                truth = conversation_truth(by_id[sid], exchanges, turns, judge)
+                wanted["truth"] = digest(dataclasses.asdict(truth))
+            listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
+            if listed and done.get((sid, model, sample, EXPECTATIONS, judge, 0)) != wanted:
+                todo.append((by_id[sid], exchanges, truth, judge, model, sample, wanted))
+    return todo

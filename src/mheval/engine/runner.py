@@ -441,6 +441,8 @@ def _retire_stale(store: Store, cases: list[Case]) -> list[list[str]]:
     """Take out of the current results every stored unit that no longer matches the case it belongs to
     (the case was edited) or the reply it judged (the reply was made again), whichever stage runs now:
     a result is never shown for inputs it was not made from."""
+    if not cases:  # nothing to match (a multi-turn run): do not read every stored unit's inputs
+        return []
     by_id = {c.id: c for c in cases}
     gen = {cid: case_for_generation(c) for cid, c in by_id.items()}
     judged = {cid: case_for_judging(c) for cid, c in by_id.items()}

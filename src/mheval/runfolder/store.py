@@ -10,6 +10,11 @@ happens when `max_pending` rows wait, when the engine's timer calls it (every fr
 before any read, and on leaving the block or closing. At hundreds of units per second this turns
 hundreds of commits into a few; a kill loses at most the units finished since the last flush, and
 those are simply done again on resume (their keys were never marked finished).
+
+Recorded conversations are stored through the same buffer (`put_imported`): a conversation's exchanges and
+its end row wait together and are written in the same transaction or an earlier one than its end row, so a
+kill never leaves a conversation marked finished without its exchanges (exchanges without an end row are
+not judged, and the next import writes them again).
 """
 
 from __future__ import annotations
@@ -90,6 +95,12 @@ _PUT_JUDGMENT = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(case_id, model, sample, protocol, judge, repeat) "
     "DO UPDATE SET status=excluded.status, reason=excluded.reason, data=excluded.data, inputs=excluded.inputs"
 )
+_PUT_EXCHANGE = (
+    "INSERT OR REPLACE INTO exchanges(scenario_id, model, sample, turn, data, inputs) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_PUT_CONVERSATION = (
+    "INSERT OR REPLACE INTO conversations(scenario_id, model, sample, data, inputs) VALUES (?, ?, ?, ?, ?)"
+)
 _PUT_CACHE = "INSERT OR REPLACE INTO cache(key, data) VALUES (?, ?)"
 _GET_CACHE = "SELECT data FROM cache WHERE key=?"
 
@@ -118,11 +129,33 @@ def _judgment_row(j: Judgment, inputs: Inputs | None = None) -> tuple[Any, ...]:
     return (*judgment_key(j), j.status, j.reason, j.model_dump_json(), _inputs_json(inputs))
 
 
+def _exchange_row(e: Exchange, inputs: Inputs | None) -> tuple[Any, ...]:
+    return (e.scenario_id, e.model, e.sample, e.turn, e.model_dump_json(), _inputs_json(inputs))
+
+
+def _conversation_row(c: Conversation, inputs: Inputs | None) -> tuple[Any, ...]:
+    return (c.scenario_id, c.model, c.sample, c.model_dump_json(), _inputs_json(inputs))
+
+
 def _conversation_filter(scenario_id: str | None, model: str | None, sample: int | None) -> tuple[str, list[Any]]:
     parts = [
         (c, v) for c, v in (("e.scenario_id", scenario_id), ("e.model", model), ("e.sample", sample)) if v is not None
     ]
     return (" WHERE " + " AND ".join(f"{c}=?" for c, _ in parts) if parts else ""), [v for _, v in parts]
+
+
+_SLICE = 500  # ids bound in one query (under SQLite's oldest limit of 999 parameters)
+
+
+def _slices(ids: Iterable[str]) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for i in dict.fromkeys(ids):
+        batch.append(i)
+        if len(batch) == _SLICE:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def _inputs_of(text: str | None) -> Inputs | None:
@@ -153,6 +186,8 @@ class Store:
         self._pending_judgments: list[tuple[Any, ...]] = []
         self._pending_responses: list[tuple[Any, ...]] = []
         self._pending_cache: dict[str, str] = {}
+        self._pending_exchanges: list[tuple[Any, ...]] = []
+        self._pending_conversations: list[tuple[Any, ...]] = []
 
     @classmethod
     def open(cls, run_dir: str | Path) -> Store:
@@ -199,16 +234,25 @@ class Store:
     @property
     def pending(self) -> int:
         """Rows waiting for the next flush."""
-        return len(self._pending_judgments) + len(self._pending_responses) + len(self._pending_cache)
+        return (
+            len(self._pending_judgments) + len(self._pending_responses) + len(self._pending_cache)
+            + len(self._pending_exchanges) + len(self._pending_conversations)
+        )  # fmt: skip
 
     def flush(self) -> None:
         """Write every buffered row in one transaction."""
-        if not (self._pending_judgments or self._pending_responses or self._pending_cache):
+        if not self.pending:
             return
         judgments, self._pending_judgments = self._pending_judgments, []
         responses, self._pending_responses = self._pending_responses, []
         cache, self._pending_cache = self._pending_cache, {}
+        exchanges, self._pending_exchanges = self._pending_exchanges, []
+        conversations, self._pending_conversations = self._pending_conversations, []
         with self._transaction():
+            if exchanges:  # before the conversations' end rows (see the module docstring)
+                self._db.executemany(_PUT_EXCHANGE, exchanges)
+            if conversations:
+                self._db.executemany(_PUT_CONVERSATION, conversations)
             if responses:
                 self._db.executemany(_PUT_RESPONSE, responses)
             if judgments:
@@ -331,6 +375,45 @@ class Store:
         cur = self._db.execute("SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments" + where)
         return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
 
+    def judgments_of(self, case_ids: Iterable[str], protocol: str | None = None) -> Iterator[Judgment]:
+        """The stored judgments of these case ids (optionally of one protocol), read a slice of ids at a time:
+        a stage that walks a large run in chunks reads only the chunk's judgments."""
+        self.flush()
+        extra, args = (" AND protocol=?", (protocol,)) if protocol is not None else ("", ())
+        for ids in _slices(case_ids):
+            sql = f"SELECT data FROM judgments WHERE case_id IN ({','.join('?' * len(ids))}){extra} ORDER BY rowid"
+            for row in self._db.execute(sql, (*ids, *args)):
+                yield Judgment.model_validate_json(row[0])
+
+    def judgments_by_prefix(self, prefixes: Iterable[str], protocol: str | None = None) -> Iterator[Judgment]:
+        """The stored judgments whose case id starts with one of `prefixes` (each read by a range of the key's
+        index, in the order stored): the per-turn judgments of a few conversations, without reading the run's."""
+        self.flush()
+        extra, args = (" AND protocol=?", (protocol,)) if protocol is not None else ("", ())
+        for prefix in dict.fromkeys(prefixes):
+            if not prefix:
+                continue
+            upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)  # UTF-8 keeps code point order
+            sql = f"SELECT data FROM judgments WHERE case_id >= ? AND case_id < ?{extra} ORDER BY rowid"
+            for row in self._db.execute(sql, (prefix, upper, *args)):
+                yield Judgment.model_validate_json(row[0])
+
+    def judgment_inputs_of(
+        self, case_ids: Iterable[str], *, finished: bool = False
+    ) -> dict[JudgmentKey, Inputs | None]:
+        """`judgment_inputs` of these case ids only (see `judgments_of`)."""
+        self.flush()
+        extra = f" AND (status='ok' OR reason NOT IN {_RETRYABLE_SQL})" if finished else ""
+        out: dict[JudgmentKey, Inputs | None] = {}
+        for ids in _slices(case_ids):
+            cur = self._db.execute(
+                "SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments "
+                f"WHERE case_id IN ({','.join('?' * len(ids))}){extra}",
+                ids,
+            )
+            out.update({(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur})
+        return out
+
     def supersede(self, responses: Iterable[ResponseKey] = (), judgments: Iterable[JudgmentKey] = ()) -> int:
         """Move rows whose inputs no longer hold (a case edited, a reply made anew) out of the current
         results into `superseded`, in one transaction. Returns how many rows moved."""
@@ -399,12 +482,23 @@ class Store:
         """One finished exchange, in its own transaction: a kill loses at most the exchange in progress."""
         self.flush()
         with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO exchanges(scenario_id, model, sample, turn, data, inputs) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (exchange.scenario_id, exchange.model, exchange.sample, exchange.turn,
-                 exchange.model_dump_json(), _inputs_json(inputs)),
-            )  # fmt: skip
+            self._db.execute(_PUT_EXCHANGE, _exchange_row(exchange, inputs))
+
+    def put_imported(self, exchanges: Iterable[Exchange], conversation: Conversation, inputs: Inputs | None) -> None:
+        """A recorded conversation's exchanges and its end row. Inside `deferred()` they wait in the buffer and
+        are written with other conversations in one transaction (the end row never before its exchanges);
+        outside it, in one transaction of their own."""
+        rows = [_exchange_row(e, inputs) for e in exchanges]
+        end = _conversation_row(conversation, inputs)
+        if self._defer:
+            self._pending_exchanges += rows
+            self._pending_conversations.append(end)
+            self._buffered()
+            return
+        self.flush()
+        with self._transaction():
+            self._db.executemany(_PUT_EXCHANGE, rows)
+            self._db.execute(_PUT_CONVERSATION, end)
 
     def exchanges(
         self, scenario_id: str | None = None, model: str | None = None, sample: int | None = None
@@ -419,6 +513,18 @@ class Store:
         )
         return [Exchange.model_validate_json(r[0]) for r in cur]
 
+    def exchanges_of(self, keys: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str, int], list[Exchange]]:
+        """The stored exchanges of these conversations (scenario, model, sample), each in turn order: a stage
+        that walks a large run in chunks holds one chunk's exchanges, not the run's."""
+        self.flush()
+        out: dict[tuple[str, str, int], list[Exchange]] = {}
+        for key in keys:
+            cur = self._db.execute(
+                "SELECT data FROM exchanges WHERE scenario_id=? AND model=? AND sample=? ORDER BY turn", key
+            )
+            out[key] = [Exchange.model_validate_json(r[0]) for r in cur]
+        return out
+
     def exchange_inputs(self) -> dict[tuple[str, str, int, int], Inputs | None]:
         self.flush()
         cur = self._db.execute("SELECT scenario_id, model, sample, turn, inputs FROM exchanges")
@@ -426,12 +532,8 @@ class Store:
 
     def put_conversation(self, conversation: Conversation, inputs: Inputs | None = None) -> None:
         self.flush()
-        c = conversation
         with self._transaction():
-            self._db.execute(
-                "INSERT OR REPLACE INTO conversations(scenario_id, model, sample, data, inputs) VALUES (?, ?, ?, ?, ?)",
-                (c.scenario_id, c.model, c.sample, c.model_dump_json(), _inputs_json(inputs)),
-            )
+            self._db.execute(_PUT_CONVERSATION, _conversation_row(conversation, inputs))
 
     def conversations(self) -> list[Conversation]:
         self.flush()

@@ -59,7 +59,7 @@ PAIR_CONTEXT_BUDGET = 600
 PAIR_RESPONSE_BUDGET = 300
 PAIR_SEP = " [SEP] "
 _ELLIPSIS = " … "
-_CACHE_SIZE = 8192
+CACHE_SIZE = 8192  # texts each encoder keeps the vectors of (least recently used out first)
 
 
 def clip(text: str, budget: int) -> str:
@@ -158,7 +158,7 @@ class Encoder:
                 for (text, rows), vector in zip(todo.items(), vectors, strict=True):
                     out[rows] = vector
                     self._cache[text] = vector
-                while len(self._cache) > _CACHE_SIZE:
+                while len(self._cache) > CACHE_SIZE:
                     self._cache.popitem(last=False)
         return out
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -190,6 +190,34 @@ class OfflineJudge:
             checks = check_reply(response.text, crisis_label=label, locale=case.locale, harm=harm)
             return _with_reply_checks(judgment, checks, label)
         return judgment
+
+    def prefetch(self, items: Sequence[tuple[str, Case, str | None]]) -> None:
+        """Embed ahead, one batch per encoder, every text that judging these units (protocol id, case, reply)
+        will ask the encoders for, so that many units judged one by one share a few encoder calls: each call
+        has a fixed cost, large on a busy machine, and units judged concurrently rarely meet in one batch.
+        Only the encoders' caches are filled (embed.Encoder; a text's vector does not depend on its batch),
+        so every judgment is what it would be without this. Texts past half the cache are left to the units."""
+        from mheval.judges.offline import embed
+        from mheval.judges.offline.features import Item, needed_texts
+        from mheval.judges.offline.harm import HarmModel, texts_needed
+
+        wanted: dict[str, dict[str, None]] = {}
+
+        def add(found: Mapping[Any, Sequence[str]]) -> None:
+            for kind, texts in found.items():
+                wanted.setdefault(kind, {}).update(dict.fromkeys(texts))
+
+        harm = self.harm_model() if any(p == APPROPRIATENESS for p, _, _ in items) else None
+        for protocol_id, case, reply in items:
+            model = self.model(protocol_id)
+            if model is None or (protocol_id != CRISIS_TRIAGE and reply is None):
+                continue
+            add(needed_texts(model.blocks, [Item(case, reply)]))
+            if protocol_id == APPROPRIATENESS and isinstance(harm, HarmModel) and reply:
+                add(texts_needed(harm.blocks, [Unit(_user_turns(case), reply)]))
+        for kind, texts in wanted.items():
+            encoder = embed.get_encoder(kind)  # type: ignore[arg-type]
+            encoder.encode(list(texts)[: embed.CACHE_SIZE // 2])
 
     def triage_case(self, case: Case) -> TriageResult:
         """The lexicon triage of a case's user turns (cached, as PsyCrisis asks once per response)."""
