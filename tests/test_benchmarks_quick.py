@@ -86,3 +86,29 @@ def test_replay_quick(results: dict[str, dict[str, Any]]) -> None:
     assert second["judgments"] == first["judgments"] == 300
     assert _positive(second["seconds"]) and second["process_seconds"] >= second["seconds"]
     assert data["seconds"] == second["seconds"] and data["model_calls"] == 0
+
+
+def test_transcripts_scale_quick() -> None:
+    """The recorded-conversation benchmark: a log written, imported whole, and a slice judged at both speeds."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "transcripts_scale.py"), "--quick", "--rss-n", "3"],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=BENCHMARKS, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"transcripts_scale --quick failed:\n{proc.stderr[-2000:]}"
+    data = json.loads(proc.stdout)
+    assert data["benchmark"] == "transcripts_scale" and data["quick"] is True
+    n, turns = data["log"]["conversations"], data["log"]["turns"]
+    imported = data["import"]
+    assert "error" not in imported, imported
+    assert imported["conversations"] == n and imported["exchanges"] == n * turns
+    assert _positive(imported["conversations_per_s"])
+    assert 0 < imported["baseline_rss_mb"] <= imported["peak_rss_mb"] < 4096
+    assert set(data["judge"]) == {"offline:fast", "offline"}
+    for speed, figures in data["judge"].items():
+        assert "error" not in figures, figures
+        assert figures["judge"] == speed and figures["replies"] == 4 * turns  # --quick judges 4 conversations
+        # Every reply judged under the three reply protocols and triaged, each conversation judged whole, all ok.
+        assert figures["judgments"] == figures["judgments_ok"] == 4 * figures["replies"] + 4
+        assert _positive(figures["replies_per_s"])
+    (rss,) = data["judge_rss_by_conversations"]
+    assert rss["conversations"] == 3 and rss["replies"] == 3 * turns and rss["judgments_ok"] == rss["judgments"]

@@ -18,7 +18,7 @@ import pytest
 
 from mheval.api import judge_transcripts
 from mheval.conversations import stages
-from mheval.judges.offline import embed
+from mheval.judges.offline import embed, features
 from mheval.judges.offline.judge import OfflineJudge
 from mheval.records import Conversation, Exchange
 from mheval.runfolder.store import Store
@@ -68,9 +68,12 @@ def _stored_judgments(run: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
 
 
 def _forget_vectors() -> None:
-    """Empty the encoders' caches, so a second run embeds every text again instead of reusing the first's."""
+    """Empty the encoders' caches (and the memos beside them), so a second run embeds and reads every text again
+    instead of reusing the first's."""
     for encoder in embed._ENCODERS.values():
         encoder._cache.clear()
+    embed._plain_reading.cache_clear()
+    features._lexicon_triage.cache_clear()
 
 
 @pytest.mark.parametrize("judge", ["offline:fast", "offline"])

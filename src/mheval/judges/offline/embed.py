@@ -31,6 +31,7 @@ training runs embed each text once. Meant for experiments, not for judging.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import sqlite3
@@ -95,9 +96,16 @@ def _newest_first(pieces: Sequence[str], budget: int) -> str:
 def user_text(case: Case, budget: int = USER_BUDGET) -> str:
     """What the user said (user turns only, idioms read for their plain meaning: risk.plain_reading),
     cut to `budget` characters as the module doc says."""
+    return _newest_first([_plain_reading(t.content) for t in case.turns if t.role == "user"], budget)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _plain_reading(text: str) -> str:
+    """risk.plain_reading of one user turn, kept: a conversation's turn t is read again for every later turn's
+    prefix (a pure function of the text and the shipped lexicon)."""
     from mheval.judges.offline.risk import plain_reading  # the lexicon loads on first use, not at import
 
-    return _newest_first([plain_reading(t.content) for t in case.turns if t.role == "user"], budget)
+    return plain_reading(text)
 
 
 def context_text(case: Case, budget: int = CONTEXT_BUDGET) -> str:

@@ -29,6 +29,7 @@ Blocks:
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import zlib
@@ -39,7 +40,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline import embed
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, PSYCRISIS_DIMENSIONS, score_psycrisis, triage
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, PSYCRISIS_DIMENSIONS, TriageResult, score_psycrisis, triage
 from mheval.labels import CRISIS_LABELS, NO_CRISIS
 from mheval.records import Case
 
@@ -206,12 +207,12 @@ def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]
         a, b = (vectors("use", text_of(k, item)) for k in arg.split(","))
         return [float(np.dot(a, b))]  # the encoder's vectors are unit length
     if block == "lex:triage":
-        result = triage([t.content for t in item.case.turns if t.role == "user"], DEFAULT_LEXICON)
+        result = _lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user"))
         return [math.log1p(result.scores.get(label, 0.0)) for label in _LEX_LABELS]
     if block == "lex:psycrisis":
         label = item.crisis_label or item.case.crisis_label
         if label is None:
-            label = triage([t.content for t in item.case.turns if t.role == "user"], DEFAULT_LEXICON).label
+            label = _lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user")).label
         dims = score_psycrisis(item.response or "", crisis=label != NO_CRISIS, lexicon=DEFAULT_LEXICON)
         return [1.0 if dims[name].positive else 0.0 for name in PSYCRISIS_DIMENSIONS]
     if block == "label:crisis":
@@ -221,6 +222,13 @@ def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]
     if block == "surface:reply":
         return surface(item.case, item.response or "")
     raise InputError(f"unknown feature block {block!r}", field="features")
+
+
+@functools.lru_cache(maxsize=1024)
+def _lexicon_triage(user_turns: tuple[str, ...]) -> TriageResult:
+    """The shipped lexicon's triage of these user turns, kept: several blocks and models of one unit (and the
+    offline judge's own triage) read the same turns. A pure function of the turns; the result is frozen."""
+    return triage(user_turns, DEFAULT_LEXICON)
 
 
 def _bigrams(text: str) -> set[str]:
