@@ -1,6 +1,6 @@
-"""Tokens per second of the embedded target (`local/smollm2` on xllamacpp) at 1, 2 and 4 slots.
+"""Tokens per second of the embedded target (`local/smollm2` on xllamacpp) at 4, 8 and 16 slots (it runs with 4).
 
-    python benchmarks/local_speed.py [--slots 1,2,4] [--prompts 24] [--max-tokens 200] [--model smollm2]
+    python benchmarks/local_speed.py [--slots 4,8,16] [--prompts 24] [--max-tokens 200] [--model smollm2]
 
 For each number of slots it starts the embedded server the way `mheval run` does (LocalServer, every
 core, a context per slot), sends the first `--prompts` conversations of the built-in crisis-core suite
@@ -57,7 +57,7 @@ async def measure(model: str, slots: int, conversations: list[list[dict[str, str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--slots", default="1,2,4", help="comma-separated slot counts (default 1,2,4)")
+    parser.add_argument("--slots", default="4,8,16", help="comma-separated slot counts (default 4,8,16)")
     parser.add_argument("--prompts", type=int, default=24, help="conversations per slot count (default 24)")
     parser.add_argument("--max-tokens", type=int, default=200, help="reply length cap (default 200)")
     parser.add_argument("--model", default="smollm2", help="a local/ model: smollm2, a name or a PATH.gguf")
