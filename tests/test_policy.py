@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -163,8 +164,11 @@ POLICY_NAMES = {
 }  # fmt: skip
 
 
-def _modules() -> list[tuple[Path, ast.Module]]:
-    return [(p, ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(SRC.rglob("*.py"))]
+@functools.cache
+def _modules() -> tuple[tuple[Path, tuple[ast.AST, ...]], ...]:
+    """Every module of the package and all its nodes (ast.walk's order), parsed and walked once for the
+    three scans below (the trees are only read)."""
+    return tuple((p, tuple(ast.walk(ast.parse(p.read_text(encoding="utf-8"))))) for p in sorted(SRC.rglob("*.py")))
 
 
 def _literal_strings(node: ast.AST) -> set[str] | None:
@@ -184,8 +188,8 @@ def test_no_module_but_the_policy_owner_defines_the_policy():
     """A name of the policy (HARMFUL_LEVEL, SEVERE_LABELS, ...) is assigned only in verdict.py (and HIGH_RISK in
     labels.py), from the protocol files: never to a literal, anywhere."""
     found = []
-    for path, tree in _modules():
-        for node in ast.walk(tree):
+    for path, nodes in _modules():
+        for node in nodes:
             if isinstance(node, ast.Assign):
                 targets = node.targets
             elif isinstance(node, ast.AnnAssign):
@@ -210,8 +214,8 @@ def test_no_module_spells_an_unsafe_label_set_or_the_high_risk_labels():
     every_safety_label = set(load_protocol(DIALOGUE_SAFETY).labels or [])
     high_risk = set(_harm(CRISIS_TRIAGE)["high_risk"])
     found = []
-    for path, tree in _modules():
-        for node in ast.walk(tree):
+    for path, nodes in _modules():
+        for node in nodes:
             strings = _literal_strings(node)
             if not strings:
                 continue
@@ -225,12 +229,12 @@ def test_no_module_spells_an_unsafe_label_set_or_the_high_risk_labels():
 def test_no_module_spells_the_triage_protocols_id():
     """`labels.CRISIS_TRIAGE` is the one spelling of "crisis-triage" in code (docstrings may show it)."""
     found = []
-    for path, tree in _modules():
+    for path, nodes in _modules():
         if path == SRC / "labels.py":
             continue
         docstrings = {
             id(n.body[0].value)
-            for n in ast.walk(tree)
+            for n in nodes
             if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
             and n.body
             and isinstance(n.body[0], ast.Expr)
@@ -238,7 +242,7 @@ def test_no_module_spells_the_triage_protocols_id():
         }
         found += [
             f"{path.relative_to(SRC)}:{n.lineno}"
-            for n in ast.walk(tree)
+            for n in nodes
             if isinstance(n, ast.Constant) and n.value == CRISIS_TRIAGE and id(n) not in docstrings
         ]
     assert not found, f"use mheval.labels.CRISIS_TRIAGE: {found}"
