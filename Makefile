@@ -65,9 +65,10 @@ check: lint
 
 # The whole suite, as CI runs it: two workers, each taking whole modules (module fixtures set up once).
 # The subprocesses, servers and llama.cpp a test starts wait or share the cores; measured on 2 cores, two
-# workers cut the wall time (README), more would only queue.
+# workers cut the wall time (README), more would only queue. --no-loadscope-reorder: the workers take the
+# modules in the order tests/conftest.py gives them (the slowest first), not xdist's (most tests first).
 test: $(VENV)/.test-installed lint
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
