@@ -26,6 +26,18 @@ from mheval.runfolder.store import SCHEMA_VERSION, Store
 
 SUPPORTIVE = "That sounds so heavy. Are you safe right now? You can call or text 988 at any time."
 
+SCHEMA_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE cases (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
+CREATE TABLE responses (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    ok INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample));
+CREATE TABLE judgments (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
+    protocol TEXT NOT NULL, judge TEXT NOT NULL, repeat INTEGER NOT NULL, status TEXT NOT NULL,
+    reason TEXT, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
+CREATE TABLE cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
+"""
+"""The tables of a run folder of schema 1 (no unit inputs), as the first releases wrote them."""
+
 
 def _schema(body: dict) -> dict | None:
     fmt = body.get("response_format") or {}
@@ -169,16 +181,7 @@ def test_an_older_run_folder_is_migrated_and_its_units_redone_not_trusted(tmp_pa
     out.mkdir()
     # The tables of schema 1 (no unit inputs), holding a verdict that no longer matches its case.
     with sqlite3.connect(out / "run.db") as db:
-        db.executescript("""
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE cases (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
-            CREATE TABLE responses (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
-                ok INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample));
-            CREATE TABLE judgments (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
-                protocol TEXT NOT NULL, judge TEXT NOT NULL, repeat INTEGER NOT NULL, status TEXT NOT NULL,
-                reason TEXT, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
-            CREATE TABLE cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
-        """)
+        db.executescript(SCHEMA_1)
         judge = f"vllm/judge@{fake_openai.base_url}"
         stale = {"case_id": "a", "protocol": "crisis-triage", "judge": judge, "label": "suicidal_ideation"}
         db.execute(

@@ -26,6 +26,7 @@ from mheval.runfolder.store import Store
 from test_api_commands import _conversation_run
 from test_export_tables import SCENARIO
 from test_gate import _store
+from test_integrity import SCHEMA_1
 
 SCORES = {f"c{i:02}": (1.0 if i < 3 else 4.0) for i in range(12)}
 
@@ -143,16 +144,7 @@ def test_a_run_folder_of_the_first_schema_loads_and_reports(tmp_path):
     verdict = Judgment(case_id="a", model="m", sample=0, protocol="appropriateness", judge="offline",
                        scores={"appropriateness": 4.0}, total=4.0)  # fmt: skip
     with sqlite3.connect(run / "run.db") as db:
-        db.executescript("""
-            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-            CREATE TABLE cases (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
-            CREATE TABLE responses (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
-                ok INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample));
-            CREATE TABLE judgments (case_id TEXT NOT NULL, model TEXT NOT NULL, sample INTEGER NOT NULL,
-                protocol TEXT NOT NULL, judge TEXT NOT NULL, repeat INTEGER NOT NULL, status TEXT NOT NULL,
-                reason TEXT, data TEXT NOT NULL, PRIMARY KEY (case_id, model, sample, protocol, judge, repeat));
-            CREATE TABLE cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
-        """)
+        db.executescript(SCHEMA_1)
         db.execute("INSERT INTO cases VALUES ('a', 0, ?)", (case.model_dump_json(),))
         db.execute("INSERT INTO responses VALUES ('a', 'm', 0, 1, ?)", (reply.model_dump_json(),))
         db.execute("INSERT INTO judgments VALUES ('a', 'm', 0, 'appropriateness', 'offline', 0, 'ok', NULL, ?)",
