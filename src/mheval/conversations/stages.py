@@ -372,10 +372,9 @@ async def judge_turns(
     return made
 
 
-def _chunks(keys: list[ConversationKey], size: int | None = None) -> Iterator[list[ConversationKey]]:
-    size = size or CHUNK
-    for start in range(0, len(keys), size):
-        yield keys[start : start + size]
+def _chunks(keys: list[ConversationKey]) -> Iterator[list[ConversationKey]]:
+    for start in range(0, len(keys), CHUNK):  # CHUNK read at each call: tests set it
+        yield keys[start : start + CHUNK]
 
 
 def _turn_units(
@@ -500,42 +499,54 @@ async def judge_conversations(
             progress.start("flow", total)  # each conversation judged whole (flow, expectations)
     limit = asyncio.Semaphore(max(1, bench.config.concurrency))
 
-    async def one(scenario: Scenario, exchanges: list[Exchange], turns: list[Judgment] | Truth | None, judge: str,
-                  model: str, sample: int, inputs: Inputs) -> None:  # fmt: skip
+    async def one(unit: ConversationUnit) -> None:
+        scenario, exchanges, judge = unit.scenario, unit.exchanges, unit.judge
         if bench.redaction is not None:  # with --redact the conversation judges read the exchanges masked
             exchanges = bench.redaction.exchanges_view(exchanges, scenario.locale)
         async with limit:
-            if not isinstance(turns, list):
+            if unit.protocol == EXPECTATIONS:
                 verdict = await expectations_judge.judge_expectations(
-                    scenario, exchanges, judge=judge, judge_model=bench.models.get(judge), model=model,
-                    sample=sample, config=bench.config, truth=turns,
+                    scenario, exchanges, judge=judge, judge_model=bench.models.get(judge), model=unit.model,
+                    sample=unit.sample, config=bench.config, truth=unit.truth,
                 )  # fmt: skip
             else:
                 verdict = await flow_judge.judge_flow(
-                    spec, scenario, exchanges, turns, judge=judge, judge_model=bench.models.get(judge),
-                    model=model, sample=sample, config=bench.config,
+                    spec, scenario, exchanges, unit.turns, judge=judge, judge_model=bench.models.get(judge),
+                    model=unit.model, sample=unit.sample, config=bench.config,
                 )  # fmt: skip
-        store.put_judgment(verdict, inputs)
+        store.put_judgment(verdict, unit.inputs)
         if progress is not None:
             progress.advance("flow", verdict.usage, failed=verdict.status != "ok")
 
     made = 0
     for chunk in _chunks(keys):
         todo = _conversation_units(chunk, by_id, store, judge_digests, spec, expect_digest)
-        await asyncio.gather(*(one(*item) for item in todo))
+        await asyncio.gather(*(one(unit) for unit in todo))
         made += len(todo)
     return made
 
 
-ConversationUnit = tuple[Scenario, list[Exchange], "list[Judgment] | Truth | None", str, str, int, Inputs]
+@dataclass(frozen=True)
+class ConversationUnit:
+    """One whole-conversation verdict to make: the flow (from the per-turn verdicts `turns`) or the
+    expectations (where risk was disclosed: `truth`, None for the scenario's own)."""
+
+    protocol: str  # CONVERSATION_FLOW or EXPECTATIONS
+    scenario: Scenario
+    exchanges: list[Exchange]
+    judge: str
+    model: str
+    sample: int
+    inputs: Inputs
+    turns: list[Judgment] = dataclasses.field(default_factory=list)
+    truth: Truth | None = None
 
 
 def _conversation_units(
     chunk: list[ConversationKey], by_id: Mapping[str, Scenario], store: Store, judge_digests: Mapping[str, str],
     spec: Any, expect_digest: str,
 ) -> list[ConversationUnit]:  # fmt: skip
-    """The flow and expectations verdicts of these conversations not yet made with these inputs:
-    (scenario, exchanges, per-turn verdicts for the flow or the truth for the expectations, judge, ...)."""
+    """The flow and expectations verdicts of these conversations not yet made with these inputs."""
     stored = store.exchanges_of(chunk)
     done = store.judgment_inputs_of([sid for sid, _, _ in chunk], finished=True)
     per_turn: dict[ConversationKey, list[Judgment]] = {}
@@ -558,7 +569,8 @@ def _conversation_units(
                 "reply": digest(sorted(j.model_dump_json(exclude={"latency_s", "usage"}) for j in turns)),
             }
             if done.get((sid, model, sample, CONVERSATION_FLOW, judge, 0)) != inputs:
-                todo.append((by_id[sid], exchanges, turns, judge, model, sample, inputs))
+                todo.append(ConversationUnit(CONVERSATION_FLOW, by_id[sid], exchanges, judge, model, sample, inputs,
+                                             turns=turns))  # fmt: skip
             # The expectations read the transcript only (not the per-turn verdicts), and where risk was
             # disclosed: the scenario's truth, or for an imported conversation the judge's triage.
             wanted = {k: v for k, v in inputs.items() if k != "reply"} | {"protocol": expect_digest}
@@ -568,5 +580,6 @@ def _conversation_units(
                 wanted["truth"] = digest(dataclasses.asdict(truth))
             listed = by_id[sid].expectations.must or by_id[sid].expectations.must_not
             if listed and done.get((sid, model, sample, EXPECTATIONS, judge, 0)) != wanted:
-                todo.append((by_id[sid], exchanges, truth, judge, model, sample, wanted))
+                todo.append(ConversationUnit(EXPECTATIONS, by_id[sid], exchanges, judge, model, sample, wanted,
+                                             truth=truth))  # fmt: skip
     return todo
