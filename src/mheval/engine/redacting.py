@@ -46,33 +46,20 @@ class RunRedaction:
 
     def judge_view(self, case: Case, response: Response | None) -> tuple[Case, Response | None]:
         """The case and reply as a judge reads them: turns and reply masked together."""
-        texts = [t.content for t in case.turns]
-        judged = response is not None and response.text is not None
-        if judged:
-            assert response is not None and response.text is not None
-            texts.append(response.text)
+        reply = response.text if response is not None else None
+        texts = [t.content for t in case.turns] + ([reply] if reply is not None else [])
         masked = self.redactor.redact_all(texts, case.locale)
         turns = [
             t.model_copy(update={"content": m.text}) for t, m in zip(case.turns, masked[: len(case.turns)], strict=True)
         ]
         view = case.model_copy(update={"turns": turns})
-        if judged:
-            assert response is not None
-            return view, response.model_copy(update={"text": masked[-1].text})
-        return view, response
+        if response is None or reply is None:
+            return view, response
+        return view, response.model_copy(update={"text": masked[-1].text})
 
     def exchanges_view(self, exchanges: Sequence[Exchange], locale: str | None) -> list[Exchange]:
         """A conversation's exchanges as a whole-conversation judge reads them."""
-        masked = self.redactor.redact_all(_exchange_texts(exchanges), locale)
-        out, i = [], 0
-        for e in exchanges:
-            update: dict[str, Any] = {"user": masked[i].text}
-            i += 1
-            if e.reply is not None:
-                update["reply"] = masked[i].text
-                i += 1
-            out.append(e.model_copy(update=update))
-        return out
+        return _with_texts(exchanges, self.redactor.redact_all(_exchange_texts(exchanges), locale))
 
     def history_view(
         self, history: Sequence[tuple[str, str | None]], locale: str | None
@@ -85,6 +72,13 @@ class RunRedaction:
 
 def _exchange_texts(exchanges: Iterable[Exchange]) -> list[str]:
     return [x for e in exchanges for x in (e.user, e.reply) if x is not None]
+
+
+def _with_texts(exchanges: Sequence[Exchange], masked: Sequence[Redacted]) -> list[Exchange]:
+    """The exchanges with their texts replaced by `masked` (in `_exchange_texts` order)."""
+    texts = iter(m.text for m in masked)
+    updates = [{"user": next(texts)} | ({"reply": next(texts)} if e.reply is not None else {}) for e in exchanges]
+    return [e.model_copy(update=u) for e, u in zip(exchanges, updates, strict=True)]
 
 
 def record(store: Store, run_dir: Path, redaction: RunRedaction, locales: Mapping[str, str | None]) -> dict[str, Any]:
@@ -136,7 +130,7 @@ def _masked(
         if conversation and (e is None or (e.scenario_id, e.model, e.sample) != _key(conversation[0])):
             locale = locales.get(conversation[0].scenario_id)
             masked = redaction.redactor.redact_all(_exchange_texts(conversation), locale)
-            view = redaction.exchanges_view(conversation, locale)
+            view = _with_texts(conversation, masked)
             rows = [
                 {"scenario_id": x.scenario_id, "model": x.model, "sample": x.sample, "turn": x.turn, "user": x.user,
                  "reply": x.reply}
