@@ -375,16 +375,6 @@ class Store:
         cur = self._db.execute("SELECT case_id, model, sample, protocol, judge, repeat, inputs FROM judgments" + where)
         return {(r[0], r[1], r[2], r[3], r[4], r[5]): _inputs_of(r[6]) for r in cur}
 
-    def judgments_of(self, case_ids: Iterable[str], protocol: str | None = None) -> Iterator[Judgment]:
-        """The stored judgments of these case ids (optionally of one protocol), read a slice of ids at a time:
-        a stage that walks a large run in chunks reads only the chunk's judgments."""
-        self.flush()
-        extra, args = (" AND protocol=?", (protocol,)) if protocol is not None else ("", ())
-        for ids in _slices(case_ids):
-            sql = f"SELECT data FROM judgments WHERE case_id IN ({','.join('?' * len(ids))}){extra} ORDER BY rowid"
-            for row in self._db.execute(sql, (*ids, *args)):
-                yield Judgment.model_validate_json(row[0])
-
     def judgments_by_prefix(self, prefixes: Iterable[str], protocol: str | None = None) -> Iterator[Judgment]:
         """The stored judgments whose case id starts with one of `prefixes` (each read by a range of the key's
         index, in the order stored): the per-turn judgments of a few conversations, without reading the run's."""
@@ -401,7 +391,8 @@ class Store:
     def judgment_inputs_of(
         self, case_ids: Iterable[str], *, finished: bool = False
     ) -> dict[JudgmentKey, Inputs | None]:
-        """`judgment_inputs` of these case ids only (see `judgments_of`)."""
+        """`judgment_inputs` of these case ids only, read a slice of ids at a time: a stage that walks a large
+        run in chunks reads only the chunk's."""
         self.flush()
         extra = f" AND (status='ok' OR reason NOT IN {_RETRYABLE_SQL})" if finished else ""
         out: dict[JudgmentKey, Inputs | None] = {}
