@@ -14,8 +14,11 @@ BOT = "def reply(messages):\n    return 'I am here with you. Are you safe right 
 
 @pytest.fixture
 def clean_imports(monkeypatch):
-    """sys.path and sys.modules as the `mheval` console script has them: no current folder on the path."""
+    """sys.path and sys.modules as the `mheval` console script has them: no current folder on the path, and no
+    `mybot` imported by another test of the same worker (monkeypatch puts such a module back afterwards)."""
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    for name in [n for n in sys.modules if n.split(".")[0] in ("mybot", "mybot_pkg")]:
+        monkeypatch.delitem(sys.modules, name)
     before = set(sys.modules)
     yield
     for name in set(sys.modules) - before:
