@@ -70,10 +70,6 @@ KNOWN_CIRCLES: dict[frozenset[str], str] = {
     frozenset(
         {"mheval.judges.offline.cues", "mheval.judges.offline.lexicon", "mheval.judges.offline.lexicon_files"}
     ): "lexicon circle",
-    # debt: the protocol spec renders and checks itself through modules that import the spec.
-    frozenset(
-        {"mheval.protocols.checks", "mheval.protocols.parse", "mheval.protocols.render", "mheval.protocols.spec"}
-    ): "protocol spec circle",
 }
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from mheval.labels import CRISIS_LABELS
-from mheval.protocols.spec import (
+from mheval.protocols.definition import (
     PLACEHOLDERS,
     DimensionDef,
     LabelDef,
@@ -18,10 +18,11 @@ from mheval.protocols.spec import (
     normalise_name,
     prompt_templates,
 )
+from mheval.protocols.parse import parse_object
 from mheval.records import LANGUAGES
 
 if TYPE_CHECKING:
-    from mheval.protocols.spec import ProtocolSpec
+    from mheval.protocols.protocol import ProtocolSpec
 
 Problem = tuple[tuple[Any, ...], str]
 
@@ -40,8 +41,6 @@ def check_definition(d: ProtocolDefinition) -> list[Problem]:
 
 def check_examples(spec: ProtocolSpec) -> list[Problem]:
     """Few-shot examples must themselves be valid answers, and fit the protocol's target."""
-    from mheval.protocols.parse import parse_object
-
     problems: list[Problem] = []
     for i, example in enumerate(spec.definition.examples):
         if example.conversation[-1].role != "user":

@@ -15,12 +15,12 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mheval.protocols.definition import normalise_name
 from mheval.protocols.lenient_json import PartialString, find_objects
-from mheval.protocols.spec import normalise_name
 from mheval.records import Reason
 
 if TYPE_CHECKING:
-    from mheval.protocols.spec import ProtocolSpec
+    from mheval.protocols.protocol import ProtocolSpec
 
 
 @dataclass
