@@ -10,8 +10,8 @@ A *room* is a package directly under `mheval/` (`engine`, `judges`, ...) or a to
 (`verdict`, `cli`, ...); the package root `mheval/__init__.py` is the room `mheval`. Each room sits on
 a layer; an import may point to its own layer or any layer below. An arrow that points up *climbs*.
 The arrows that climb today are listed in KNOWN_CLIMBS, each one debt to remove: a new one fails the
-test, and so does an entry that no longer climbs (delete it, the debt is paid). The same ratchet holds
-for circles of modules inside one room (KNOWN_CIRCLES).
+test, and so does an entry that no longer climbs (delete it, the debt is paid). No room may hold a circle
+of modules that import each other.
 
 Run `python tests/test_layers.py` for the figures (rooms, arrows, climbs, circles, deferred imports).
 """
@@ -57,19 +57,6 @@ KNOWN_CLIMBS: dict[tuple[str, str], str] = {
     ("mheval.conversations.stages", "mheval.runfolder.store"): "conversation stages write the run folder",
     # debt: a conversation's views are read from a run folder's store (run_views, run_frames).
     ("mheval.conversations.views", "mheval.runfolder.store"): "conversation views read the run folder",
-}
-
-# Circles of modules inside one room (strongly connected components of more than one module, counting
-# only arrows between modules of that room). Each is debt to remove; a new circle fails the test.
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    # debt: study and export import each other (export reads a study; the study reads human labels back).
-    frozenset({"mheval.annotate.export", "mheval.annotate.study"}): "study <-> export",
-    # debt: the runner calls the Ray executor, which reaches back for its run context.
-    frozenset({"mheval.engine.ray_executor", "mheval.engine.runner"}): "the runner circle",
-    # debt: the cue tables, the lexicon and its file loader read each other.
-    frozenset(
-        {"mheval.judges.offline.cues", "mheval.judges.offline.lexicon", "mheval.judges.offline.lexicon_files"}
-    ): "lexicon circle",
 }
 
 
@@ -212,14 +199,13 @@ def test_known_climbs_are_still_there() -> None:
     )
 
 
-def test_no_new_circle_inside_a_room() -> None:
+def test_no_circle_inside_a_room() -> None:
+    """No two modules of one room import each other, directly or round a loop (deferred and TYPE_CHECKING
+    imports count): a circle means a piece both need belongs in a module of its own below them."""
     graph, _ = import_graph()
-    found = set(circles(graph))
-    new = sorted(sorted(c) for c in found - set(KNOWN_CIRCLES))
-    gone = sorted(sorted(c) for c in set(KNOWN_CIRCLES) - found)
-    assert not new, "import circles inside one room:\n" + "\n".join(f"  {' <-> '.join(c)}" for c in new)
-    assert not gone, "these circles are gone: delete them from KNOWN_CIRCLES:\n" + "\n".join(
-        f"  {' <-> '.join(c)}" for c in gone
+    found = sorted(sorted(c) for c in circles(graph))
+    assert not found, "import circles inside one room (move the shared piece into a module below both):\n" + (
+        "\n".join(f"  {' <-> '.join(c)}" for c in found)
     )
 
 

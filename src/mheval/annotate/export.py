@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 
 from mheval.analysis.conversation_verdicts import UNSAFE
-from mheval.annotate.study import Answer, Study
+from mheval.annotate.answers import Answer, labels_frame
+from mheval.annotate.study import Study
 from mheval.errors import InputError
 from mheval.fileio import atomic_write, check_output
 from mheval.labels import CONVERSATION_FLOW
@@ -77,23 +78,7 @@ def human_judgments(study: Study) -> list[Judgment]:
 
 def human_labels(study: Study) -> pd.DataFrame:
     """The ratings as `agree`'s long labels table: id, rater, value (and dimension, model, sample)."""
-    from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
-
-    rows = []
-    for rater, key, _, _, answers in study.rated():
-        for q, a in answers.items():
-            if a.unsure or a.value is None or a.value == "not_relevant":
-                continue
-            value: Any = SCORES.get(a.value, a.value) if study.protocol == CONVERSATION_FLOW else a.value
-            if (study.protocol != CONVERSATION_FLOW and q != "label") or q == UNSAFE:
-                value = float(value)
-            row: dict[str, Any] = {"id": key[0], "rater": rater, "value": value}
-            if q != "label":
-                row["dimension"] = q
-            if key[1]:
-                row["model"], row["sample"] = key[1], str(key[2])
-            rows.append(row)
-    return pd.DataFrame(rows)
+    return labels_frame(study.protocol, study.rated())
 
 
 def export_ratings(run_dir: str | Path, fmt: str = "judgments", output: str | Path | None = None, *,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mheval.annotate.answers import Answer, labels_frame
 from mheval.annotate.form import Form, build_flow_form, build_form
 from mheval.conversations.scenario import split_turn_case_id, turn_case_id
 from mheval.conversations.views import views
@@ -68,15 +69,6 @@ CREATE TABLE IF NOT EXISTS history (
     study TEXT NOT NULL, unit_id TEXT NOT NULL, rater TEXT NOT NULL, question TEXT NOT NULL, value TEXT,
     unsure INTEGER NOT NULL, comment TEXT, seconds REAL NOT NULL, at REAL NOT NULL);
 """
-
-
-@dataclass(frozen=True)
-class Answer:
-    question: str
-    value: str | None
-    unsure: bool
-    comment: str | None
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -502,7 +494,6 @@ def _neyman(run_dir: Path, db: sqlite3.Connection, protocol: str, units: list[Un
     """The Neyman plan over the run's units, with an earlier study's ratings of this protocol as the pilot."""
     from mheval.analysis.corrected import headline_measure, human_values
     from mheval.annotate.design import judge_outputs, neyman_plan
-    from mheval.annotate.export import human_labels
 
     name, outputs = judge_outputs(run_dir, protocol, judge)
     if not outputs:
@@ -512,7 +503,7 @@ def _neyman(run_dir: Path, db: sqlite3.Connection, protocol: str, units: list[Un
     assert measure is not None  # judge_outputs found values of it
     pilot: dict[tuple[str, str, int], float] = {}
     for (earlier,) in db.execute("SELECT id FROM studies WHERE protocol=? ORDER BY created", (protocol,)).fetchall():
-        labels = human_labels(Study(run_dir, earlier, db))
+        labels = labels_frame(protocol, Study(run_dir, earlier, db).rated())
         if not labels.empty:
             for (case, model, number), v in human_values(labels, measure).items():
                 pilot[(case, model, int(number) if number else -1)] = v

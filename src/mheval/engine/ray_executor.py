@@ -29,6 +29,7 @@ from typing import Any
 
 from mheval.config import RunConfig
 from mheval.engine.cache import CachedModel, CallRecorder
+from mheval.engine.context import run_context
 from mheval.engine.units import Result, Unit, Workbench, perform, pool
 from mheval.errors import InputError
 from mheval.runfolder.store import Store
@@ -73,7 +74,6 @@ class RayWorker:
 
     async def _workbench(self) -> Workbench:
         if self.bench is None:
-            from mheval.engine.runner import run_context
             from mheval.judges import build_judges
             from mheval.models import open_models
             from mheval.protocols import load_protocol

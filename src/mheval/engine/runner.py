@@ -33,6 +33,7 @@ from mheval.conversations.scenario import Scenario
 from mheval.digest import digest
 from mheval.engine.batch import MAX_BATCH_REQUESTS, BatchModel
 from mheval.engine.cache import CachedModel
+from mheval.engine.context import run_context
 from mheval.engine.executors import Executor, LocalExecutor
 from mheval.engine.identity import (
     Inputs,
@@ -52,7 +53,6 @@ from mheval.judges.panel import build_panels
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS
 from mheval.models import check_app_spec, is_app_spec, open_models, parse_model_spec
 from mheval.models.base import ChatModel
-from mheval.models.context import RunContext
 from mheval.models.families import same_family
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
@@ -484,12 +484,6 @@ def _put_given_responses(store: Store, suite: Suite, redone: Redone) -> None:
             fresh.append(r)
             inputs.append(given)
     store.put_responses(fresh, inputs)
-
-
-def run_context(config: RunConfig, tpm_share: int = 1) -> RunContext:
-    """The run's budgets and prices for its models (split `tpm_share` ways, for Ray workers that each hold
-    a part); nothing is set process-wide, so runs in one process share nothing."""
-    return RunContext.of(config.tpm, config.prices, tpm_share=tpm_share)
 
 
 def _batched(model: ChatModel, store: Store, config: RunConfig) -> ChatModel:

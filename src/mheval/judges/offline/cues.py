@@ -6,12 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from mheval.textscan import is_cjk
-
-if TYPE_CHECKING:
-    from mheval.judges.offline.lexicon import _Text
 
 try:  # the stdlib's own regex parser, used only to index cues; private, so a full scan is the fallback
     import re._constants as _C
@@ -58,6 +55,17 @@ _ENDS_WITH_QUESTION = re.compile(r"[?？][^\w]*$")
 _WHOLE_WORD = "(?<![A-Za-z0-9_])(?:{})(?![A-Za-z0-9_])"
 _MAX_SPAN_CHARS = 300
 _MAX_EVIDENCE = 3
+
+
+class IndexedText(Protocol):
+    """What `CueSet.finditer` reads of a text: its normalised form, where each matching key occurs in it, and
+    which scripts it holds (the lexicon's `_Text` is one; this module does not import the lexicon)."""
+
+    norm: str
+    words: dict[str, list[int]]
+    chars: dict[str, list[int]]
+    has_latin: bool
+    has_cjk: bool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -116,7 +124,7 @@ class CueSet:
         self._chars = {key: [build(group) for group in by.values()] for key, by in chars.items()}
         self._always = [build(group) for group in always.values()]
 
-    def finditer(self, text: _Text, start: int = 0, end: int | None = None) -> list[tuple[Cue, int, int]]:
+    def finditer(self, text: IndexedText, start: int = 0, end: int | None = None) -> list[tuple[Cue, int, int]]:
         """Every (cue, start, end) match within [start, end), by position; different cues may overlap."""
         stop = len(text.norm) if end is None else end
         norm = text.norm
