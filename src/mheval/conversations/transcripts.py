@@ -202,16 +202,20 @@ def _lines(path: Path, on_bad: OnBad | None = None) -> Iterator[tuple[int, str]]
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                error = InputError(
-                    f"not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); re-save the file as UTF-8",
-                    path=path,
-                    line=number,
-                )
-                if on_bad is None:
-                    raise error from None
-                on_bad(error, None)
+                bad = exc.start
+            else:
+                yield number, text.rstrip("\r\n")
                 continue
-            yield number, text.rstrip("\r\n")
+            message = f"not UTF-8 (byte 0x{raw[bad]:02x} at column {bad + 1}); re-save the file as UTF-8"
+            _skip_or_raise(InputError(message, path=path, line=number), on_bad)
+
+
+def _skip_or_raise(error: InputError, on_bad: OnBad | None, retract: str | None = None) -> None:
+    """A bad conversation (or line): raised when no `on_bad` was given (the strict default), else handed to
+    it, and the caller skips it. `retract` names a conversation already handed on that the error spoils."""
+    if on_bad is None:
+        raise error
+    on_bad(error, retract)
 
 
 def _finish(
@@ -263,9 +267,7 @@ def _read_jsonl(
             conversation, key, key_field = _jsonl_conversation(record, path, number, table, model_name)
             seen.add(key, number, key_field)
         except InputError as exc:
-            if on_bad is None:
-                raise
-            on_bad(exc, None)
+            _skip_or_raise(exc, on_bad)
             continue
         yield conversation
 
@@ -425,9 +427,7 @@ def _read_text_files(
         try:
             conversation = _read_text_file(path, default_model, table, model_name)
         except InputError as exc:
-            if on_bad is None:
-                raise
-            on_bad(exc, None)
+            _skip_or_raise(exc, on_bad)
             continue
         yield conversation
 
@@ -643,9 +643,7 @@ def _group(
                 raise failed
             return build(current_id)
         except InputError as exc:
-            if on_bad is None:
-                raise
-            on_bad(exc, retract)
+            _skip_or_raise(exc, on_bad, retract)
             return None
 
     for number, raw_id, raw_turn, raw_role, raw_content in rows:
