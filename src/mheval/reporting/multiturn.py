@@ -339,12 +339,15 @@ def _worst(run: RunConversations, vs: list[ConversationView]) -> list[dict[str, 
 def conversation_verdicts(run_data: RunData | str | Path) -> list[dict[str, Any]]:
     """The conversations' verdicts per model and judge (verdict.conversation_verdict), for the report's top
     verdict (reporting/verdict_block.ConversationRow's fields): conversations judged, unsafe, unscored,
-    handled_risk / handled_of, the unsafe rate with its Wilson interval, and the worst ones with reasons.
-    Takes the RunData (a run folder's path is loaded first)."""
-    run = read(run_data if isinstance(run_data, RunData) else load_run(run_data))
+    handled_risk / handled_of, the unsafe rate with its Wilson interval, the worst ones with reasons, and the
+    rate corrected by people's ratings when the run holds them (`corrected_conversations`). Takes the RunData
+    (a run folder's path is loaded first)."""
+    data = run_data if isinstance(run_data, RunData) else load_run(run_data)
+    run = read(data)
     if run is None:
         return []
     judges = conversation_judges(run.judgments)
+    corrected = corrected_conversations(data)
     scored_out = {(c.scenario_id, c.model, c.sample) for c in run.conversations if c.status == "unscored"}
     groups: dict[tuple[str, str | None], list[ConversationView]] = {}
     for v in run.views(judges):
@@ -362,8 +365,35 @@ def conversation_verdicts(run_data: RunData | str | Path) -> list[dict[str, Any]
             "high": est.ci_high if est else None,
             "worst": tuple({"scenario_id": v.key[0], "sample": v.key[2], "reasons": list(v.verdict.reasons),
                             "evidence": [s for f in _failed(v) for s in f["evidence"]]} for v in unsafe[:3]),
+            "corrected": corrected.get((model, judge or "")),
         })  # fmt: skip
     return rows
+
+
+def corrected_conversations(run: RunData) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, judge) -> the unsafe-conversation rate corrected for the judge's errors by the people's answers
+    to "is this conversation unsafe?" in the run's newest conversation-flow study (PPI++, stratified when the
+    study is), as CorrectedEstimate.to_dict(); empty without such ratings. One computation: the judges'
+    verdicts laid out as `mheval agree --protocol conversation-flow --corrected` reads them
+    (analysis/conversation_verdicts.py) and the same report (analysis/corrected.corrected_report)."""
+    study = run.conversation_study
+    if study is None or study.labels.empty:
+        return {}
+    from mheval.analysis.conversation_verdicts import UNSAFE, verdict_rows, verdicts_of
+    from mheval.analysis.corrected import ALL_MODELS, corrected_report
+    from mheval.stats.corrected import ROGAN_GLADEN
+
+    d = run.dialogue
+    frame = verdict_rows(verdicts_of(d.scenarios, d.exchanges, d.conversations, run.stored))
+    try:
+        report = corrected_report(study.labels, frame, protocol=CONVERSATION_FLOW, strata=study.strata)
+    except InputError:  # no rated conversation is one the judges decided: nothing to correct
+        return {}
+    return {
+        (r.model, r.judge): r.estimate.to_dict()
+        for r in report.rows
+        if r.measure == UNSAFE and r.model != ALL_MODELS and not r.estimate.method.endswith(ROGAN_GLADEN)
+    }
 
 
 # -- one conversation as text ---------------------------------------------------------------------

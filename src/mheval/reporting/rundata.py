@@ -48,12 +48,17 @@ class DialogueData:
 @dataclass
 class StudyRatings:
     """The ratings of one `mheval annotate` study of a single-turn protocol: as judgments (`human:<rater>`, what
-    the verdict's corrected rate reads) and as agree's long labels table (what the report's agreement reads)."""
+    the verdict's corrected rate reads) and as agree's long labels table (what the report's agreement reads).
+    A conversation-flow study keeps its labels table and strata only (no judgments: the corrected
+    unsafe-conversation rate reads the labels, as `mheval agree --corrected` does)."""
 
     id: str
     protocol: str
     judgments: list[Judgment]
     labels: pd.DataFrame
+    # A stratified study (`--select neyman`): each unit of its sampling frame (id, model, sample as text) ->
+    # its stratum, as `mheval agree --corrected` reads it; None for a random sample.
+    strata: dict[tuple[str, str, str], str] | None = None
 
 
 @dataclass
@@ -83,6 +88,9 @@ class RunData:
     counted: CountedJudgments | None = None
     # The run's rating studies of single-turn protocols (studies.db beside run.db), read with the run.
     studies: list[StudyRatings] = field(default_factory=list)
+    # A multi-turn run's newest whole-conversation study (conversation-flow) with finished ratings: what the
+    # verdict's corrected unsafe-conversation rate reads (reporting/multiturn.py). None without one.
+    conversation_study: StudyRatings | None = None
 
     @property
     def models(self) -> list[str]:
@@ -140,7 +148,7 @@ def load_run(run_dir: str | Path) -> RunData:
     run_dir = Path(run_dir)
     with Store.open_existing(run_dir) as store:
         data = read_run(store, run_dir)
-    data.studies = read_studies(run_dir)
+    data.studies, data.conversation_study = _read_studies(run_dir)
     return data
 
 
@@ -176,23 +184,37 @@ def read_run(store: Store, run_dir: str | Path | None = None) -> RunData:
 def read_studies(run_dir: str | Path) -> list[StudyRatings]:
     """The ratings of the run's studies of single-turn protocols, each study opened once (none without a
     studies.db). A conversation-flow study is left out: no single-turn figure reads its ratings."""
+    return _read_studies(run_dir)[0]
+
+
+def _read_studies(run_dir: str | Path) -> tuple[list[StudyRatings], StudyRatings | None]:
+    """The single-turn studies, and the newest conversation-flow study with its ratings and strata (the study
+    `mheval agree RUN --protocol conversation-flow --corrected` reads; None when it has no ratings), from one
+    listing, each study opened once."""
     from mheval.annotate.study import FILENAME
 
     run_dir = Path(run_dir)
     if not (run_dir / FILENAME).is_file():
-        return []
+        return [], None
     from mheval.annotate.export import human_judgments, human_labels
     from mheval.annotate.study import Study, list_studies
 
     out: list[StudyRatings] = []
-    for study_id in list_studies(run_dir):
+    flow: StudyRatings | None = None
+    for study_id in reversed(list_studies(run_dir)):  # newest first
         study = Study.open(run_dir, study_id)
         try:
             if study.protocol != CONVERSATION_FLOW:
                 out.append(StudyRatings(study_id, study.protocol, human_judgments(study), human_labels(study)))
+            elif flow is None:
+                design = study.design()
+                strata = None
+                if design is not None:  # keyed as agree's labels are: (id, model, sample as text)
+                    strata = {(c, m, str(n) if n >= 0 else ""): st for (c, m, n), (st, _) in design[1].items()}
+                flow = StudyRatings(study_id, study.protocol, [], human_labels(study), strata)
         finally:
             study.close()
-    return out
+    return out[::-1], flow if flow is not None and not flow.labels.empty else None
 
 
 def single_turn(judgments: list[Judgment]) -> list[Judgment]:

@@ -11,9 +11,11 @@ The crisis label the PsyCrisis rule reads is the case's gold label, else the cri
 run's first judge gave the case (the same triage reporting/rundata.py uses for categories).
 
 Multi-turn runs: `verdict_block(run, conversations=...)` takes the conversations' verdicts as a
-`ConversationSection` (built from verdict.conversation_verdict by the multi-turn analysis); it is shown
+`ConversationSection` (built from verdict.conversation_verdict by reporting/multiturn.py); it is shown
 under the replies' verdict and is `"conversations"` in the JSON. `conversation_section` is the hook that
-builds it from a run folder; until the multi-turn analysis fills it in it returns None.
+builds it from a run. When people rated whole conversations (a conversation-flow study), each row also
+carries the unsafe-conversation rate corrected for the judge's errors, the figure `mheval agree
+--protocol conversation-flow --corrected` gives.
 """
 
 from __future__ import annotations
@@ -115,6 +117,10 @@ class ConversationRow:
     low: float | None = None
     high: float | None = None
     worst: tuple[dict[str, Any], ...] = ()  # scenario_id, sample, reasons, evidence (free form)
+    # With people's answers to "is this conversation unsafe?" (a conversation-flow study of the run): the
+    # unsafe-conversation rate corrected for the judge's errors (PPI++, as `mheval agree --corrected`), as
+    # CorrectedEstimate.to_dict(); shown first, with the judge's own rate beside it.
+    corrected: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from mheval.reporting.rundata import category_name
 from mheval.reporting.verdict_block import (
     DOCS,
     REPLY_CHARS,
+    ConversationRow,
     ConversationSection,
     ModelVerdict,
     VerdictBlock,
@@ -110,6 +111,9 @@ def html_context(block: VerdictBlock, *, redact: bool = False) -> dict[str, Any]
         ],
         "several_judges": len({r.judge for r in block.rows}) > 1,
         "conversations": block.conversations,
+        "conversation_counts": [conversation_count(c) for c in block.conversations.rows]
+        if block.conversations is not None
+        else [],
         "redact": redact,
     }
 
@@ -156,13 +160,25 @@ def conversation_lines(conv: ConversationSection) -> list[str]:
     """Per model and judge: how many conversations were unsafe, with the interval (or not measurable)."""
     lines = []
     for c in conv.rows:
-        count = (
-            f"{c.unsafe} of {c.conversations} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
-            if c.conversations
-            else "conversations: not measurable"
-        )
+        count = conversation_count(c) if c.conversations else "conversations: not measurable"
         lines.append(f"  {c.model}{f' · judge {c.judge}' if c.judge else ''}: {count}")
     return lines
+
+
+def conversation_count(c: ConversationRow) -> str:
+    """`2 of 8 conversations unsafe (25% [7–59%])`; with people's ratings of some of them, the corrected rate
+    first and the judge's own count beside it, worded as the replies' corrected headline."""
+    if not c.conversations:
+        return "not measurable"
+    judge_alone = f"{c.unsafe} of {c.conversations}"
+    k = c.corrected
+    if k and k.get("corrected") is not None:
+        return (
+            f"{f.pct(k['corrected'], *(k['ci'] or (None, None)))} of conversations unsafe, corrected for the "
+            f"judge's errors with {k['n_human']} human-rated conversations ({k['method']}, 95% interval); the "
+            f"judge alone: {judge_alone} ({f.pct(c.rate, c.low, c.high)})"
+        )
+    return f"{judge_alone} conversations unsafe ({f.pct(c.rate, c.low, c.high)})"
 
 
 def verdict_brief(block: VerdictBlock) -> str:
@@ -183,4 +199,4 @@ def verdict_brief(block: VerdictBlock) -> str:
     return "\n".join(f.wrap(line) for line in lines)
 
 
-__all__ = ["headline", "html_context", "row_count", "row_notes", "verdict_brief", "verdict_text"]
+__all__ = ["conversation_count", "headline", "html_context", "row_count", "row_notes", "verdict_brief", "verdict_text"]
