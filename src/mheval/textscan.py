@@ -16,7 +16,9 @@ never change, a result.
 
 It is also the one home of the text tables several rooms read: which characters are CJK ideographs
 (`CJK_IDEOGRAPHS`, `has_cjk`, `count_cjk`), the wider set of East Asian characters (`CJK_SCRIPTS`), and
-the one language guess for a text that does not say its language (`detect_language`).
+the one language guess for a text that does not say its language (`detect_language`), and the characters
+that differ between simplified and traditional Chinese (`SCRIPT_MARK_PAIRS`, `SIMPLIFIED_MARKS`,
+`TRADITIONAL_MARKS`, `TRADITIONAL_TO_SIMPLIFIED`).
 """
 
 from __future__ import annotations
@@ -137,10 +139,55 @@ def detect_language(text: str) -> Literal["en", "zh"]:
     return "zh" if has_cjk(text) else "en"
 
 
+# -- Chinese scripts: simplified and traditional characters ---------------------------------------------
+
+# Common characters written differently in the two Chinese scripts, as "simplified traditional" pairs, in two
+# groups. The first marks a text's script: each of its characters belongs to one script only (characters both
+# scripts write, such as 后, 里, 干, 台, 面, 只, 几, 系, are left out: they decide nothing). The second holds
+# further pairs that are folded but mark nothing: the simplified form is also a traditional character (后 for 後,
+# 里 for 裡 and 裏, 系 for 係, 发 for 髮, 几 for 幾, ...), or the pair was not chosen as a mark (making it one
+# would change which scenarios pass the script check). Cheap on purpose: not a full converter.
+_MARK_PAIRS_TEXT = (
+    "这這 说說 没沒 会會 为為 们們 个個 时時 过過 还還 让讓 对對 话話 问問 题題 开開 觉覺 应應 该該 经經 样樣 难難 "
+    "学學 帮幫 医醫 药藥 钱錢 点點 发發 现現 实實 东東 长長 关關 头頭 电電 车車 气氣 见見 听聽 边邊 来來 么麼 吗嗎 "
+    "请請 谢謝 认認 识識 爱愛 亲親 妈媽 师師 业業 场場 总總 结結 给給 办辦 动動 岁歲 与與 从從 伤傷 语語 读讀 写寫 "
+    "记記 论論 诉訴 试試 谁誰 谈談 讲講 负負 责責 买買 卖賣 费費 资資 转轉 轻輕 进進 远遠 连連 选選 错錯 门門 间間 "
+    "闹鬧 队隊 险險 顾顧 领領 风風 饭飯 马馬 乐樂 书書 乱亂 传傳 儿兒 兴興 况況 别別 刚剛 务務 单單 压壓 变變 员員 "
+    "图圖 国國 坏壞 声聲 处處 备備 将將 尽盡 带帶 当當 忆憶 怀懷 态態 恶惡 惊驚 惯慣 担擔 换換 数數 断斷 无無 显顯 "
+    "机機 杀殺 极極 梦夢 欢歡 满滿 热熱 独獨 疗療 确確 离離 稳穩 穷窮 紧緊 约約 级級 线線 组組 终終 绝絕 继繼 续續 "
+    "网網 职職 联聯 脑腦 脸臉 虑慮 虽雖 视視 观觀 计計 证證 诊診 误誤 课課 软軟 运運 遗遺 银銀 闷悶 阴陰 须須 饮飲 "
+    "验驗 骗騙 鸡雞 龄齡 愿願 习習 环環 简簡 类類 细細 练練 绪緒 释釋 针針 顺順 项項 内內 烦煩 惨慘 恋戀 戏戲 决決 "
+    "讨討 厌厭 骂罵 张張 导導 讯訊 频頻 泪淚 随隨 两兩 议議 规規 贵貴"
+)
+_FOLD_ONLY_PAIRS_TEXT = (
+    "咨諮 询詢 专專 减減 忧憂 郁鬱 丧喪 体體 恼惱 愤憤 状狀 冲衝 报報 复復 坠墜 楼樓 桥橋 阳陽 后後 静靜 系係 划劃 "
+    "准準 嘱囑 瘾癮 码碼 号號 拨撥 构構 缓緩 松鬆 启啟 呜嗚 凶兇 残殘 唤喚 护護 么麽 恶噁 争爭 战戰 贷貸 赌賭 驾駕 "
+    "驶駛 飙飆 周週 哑啞 击擊 镇鎮 种種 际際 发髮 里裡 里裏 览覽 几幾 脚腳 寻尋 愈癒 丝絲 逻邏 疯瘋 惧懼 颤顫 烧燒 "
+    "剂劑 监監 络絡 缘緣 谅諒 赶趕"
+)
+SCRIPT_MARK_PAIRS: tuple[str, ...] = tuple(_MARK_PAIRS_TEXT.split())
+"""The pairs that tell the scripts apart, each "simplified traditional" (conversations/scenario's script check)."""
+
+SIMPLIFIED_MARKS = frozenset(pair[0] for pair in SCRIPT_MARK_PAIRS)
+TRADITIONAL_MARKS = frozenset(pair[1] for pair in SCRIPT_MARK_PAIRS) | frozenset("後裡裏爲説")
+"""Characters that mark a Chinese text as written in simplified or in traditional characters (後, 裡, 裏, 爲 and
+説 are traditional only, though their simplified forms are written in both scripts or are variants)."""
+
+TRADITIONAL_TO_SIMPLIFIED: dict[int, str] = {
+    ord(pair[1]): pair[0] for pair in (*SCRIPT_MARK_PAIRS, *_FOLD_ONLY_PAIRS_TEXT.split())
+}
+"""Every pair as a `str.translate` table, traditional to simplified: the offline lexicon folds a text with it so
+that a cue written in simplified Chinese also fires on traditional text."""
+
+
 __all__ = [
     "CJK_IDEOGRAPHS",
     "CJK_RE",
     "CJK_SCRIPTS",
+    "SCRIPT_MARK_PAIRS",
+    "SIMPLIFIED_MARKS",
+    "TRADITIONAL_MARKS",
+    "TRADITIONAL_TO_SIMPLIFIED",
     "Prefiltered",
     "count_cjk",
     "detect_language",

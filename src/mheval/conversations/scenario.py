@@ -27,6 +27,7 @@ from pydantic import (
 
 from mheval.errors import InputError
 from mheval.labels import CRISIS_LABELS
+from mheval.textscan import SCRIPT_MARK_PAIRS, SIMPLIFIED_MARKS, TRADITIONAL_MARKS
 from mheval.yamlio import compose_yaml, read_yaml_file
 
 RISK_LEVELS: tuple[str, ...] = ("none", "low", "high", "imminent")
@@ -73,24 +74,10 @@ STOP_REASONS: tuple[str, ...] = (
     "simulator_failure",  # the simulated user broke its role after the allowed regenerations
 )
 
-# Common characters that exist in one Chinese script only, as (simplified, traditional) pairs. Characters
-# both scripts use (后, 里, 干, 台, 面, 只, 几, 系, 着/著 ...) are left out: they decide nothing.
-_PAIRS_TEXT = (
-    "这這 说說 没沒 会會 为為 们們 个個 时時 过過 还還 让讓 对對 话話 问問 题題 开開 觉覺 应應 该該 经經 样樣 难難 "
-    "学學 帮幫 医醫 药藥 钱錢 点點 发發 现現 实實 东東 长長 关關 头頭 电電 车車 气氣 见見 听聽 边邊 来來 么麼 吗嗎 "
-    "请請 谢謝 认認 识識 爱愛 亲親 妈媽 师師 业業 场場 总總 结結 给給 办辦 动動 岁歲 与與 从從 伤傷 语語 读讀 写寫 "
-    "记記 论論 诉訴 试試 谁誰 谈談 讲講 负負 责責 买買 卖賣 费費 资資 转轉 轻輕 进進 远遠 连連 选選 错錯 门門 间間 "
-    "闹鬧 队隊 险險 顾顧 领領 风風 饭飯 马馬 乐樂 书書 乱亂 传傳 儿兒 兴興 况況 别別 刚剛 务務 单單 压壓 变變 员員 "
-    "图圖 国國 坏壞 声聲 处處 备備 将將 尽盡 带帶 当當 忆憶 怀懷 态態 恶惡 惊驚 惯慣 担擔 换換 数數 断斷 无無 显顯 "
-    "机機 杀殺 极極 梦夢 欢歡 满滿 热熱 独獨 疗療 确確 离離 稳穩 穷窮 紧緊 约約 级級 线線 组組 终終 绝絕 继繼 续續 "
-    "网網 职職 联聯 脑腦 脸臉 虑慮 虽雖 视視 观觀 计計 证證 诊診 误誤 课課 软軟 运運 遗遺 银銀 闷悶 阴陰 须須 饮飲 "
-    "验驗 骗騙 鸡雞 龄齡 愿願 习習 环環 简簡 类類 细細 练練 绪緒 释釋 针針 顺順 项項 内內 烦煩 惨慘 恋戀 戏戲 决決 "
-    "讨討 厌厭 骂罵 张張 导導 讯訊 频頻 泪淚 随隨 两兩 议議 规規 贵貴"
-)
-_SCRIPT_PAIRS = _PAIRS_TEXT.split()
-SIMPLIFIED_ONLY = frozenset(pair[0] for pair in _SCRIPT_PAIRS)
-TRADITIONAL_ONLY = frozenset(pair[1] for pair in _SCRIPT_PAIRS) | frozenset("後裡裏爲説")
-"""Characters that mark a Chinese text as written in simplified or in traditional characters."""
+# The characters that mark a Chinese text's script are one table, owned by mheval.textscan.
+_SCRIPT_PAIRS = SCRIPT_MARK_PAIRS
+SIMPLIFIED_ONLY = SIMPLIFIED_MARKS
+TRADITIONAL_ONLY = TRADITIONAL_MARKS
 
 _LOCALE_SCRIPT = {"CN": "simplified", "SG": "simplified", "TW": "traditional", "HK": "traditional", "MO": "traditional"}
 

@@ -31,6 +31,7 @@ from mheval.judges.offline.cues import (
     CueSet,
 )
 from mheval.labels import CRISIS_LABELS, HIGH_RISK, NO_CRISIS
+from mheval.textscan import TRADITIONAL_TO_SIMPLIFIED
 
 try:  # the stdlib's own regex parser, used only to index cues; private, so a full scan is the fallback
     import re._constants as _C
@@ -215,10 +216,15 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
 
     # common.yaml
     c1.mapping(common, "", ["version", "normalise", "negation", "distancing", "question"])
-    norm = c1.mapping(common["normalise"], "normalise", ["punctuation", "traditional"])
+    norm = c1.mapping(common["normalise"], "normalise", ["punctuation"], ["traditional"])
     table = c1.pairs(norm["punctuation"], "normalise.punctuation")
-    for key, value in c1.pairs(norm["traditional"], "normalise.traditional").items():
+    # Traditional characters fold to simplified ones by the one table (mheval.textscan), then by any pairs a
+    # custom lexicon adds under normalise.traditional.
+    for key, value in TRADITIONAL_TO_SIMPLIFIED.items():
         table.setdefault(key, value)
+    if "traditional" in norm:
+        for key, value in c1.pairs(norm["traditional"], "normalise.traditional").items():
+            table.setdefault(key, value)
     neg = c1.mapping(common["negation"], "negation", ["en", "zh", "clause_breaks"])
     neg_en = c1.mapping(neg["en"], "negation.en", ["window", "negators", "pseudo"])
     neg_zh = c1.mapping(neg["zh"], "negation.zh", ["window", "negators", "pseudo"])
