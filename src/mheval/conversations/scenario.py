@@ -207,18 +207,12 @@ class Scenario(_Strict):
             )
         return value
 
-    @field_validator("crisis_label")
+    @field_validator("crisis_label", "family")
     @classmethod
-    def _label(cls, value: str) -> str:
-        if value not in CRISIS_LABELS:
-            raise ValueError(f"unknown crisis_label {value!r}; choose from {', '.join(CRISIS_LABELS)}")
-        return value
-
-    @field_validator("family")
-    @classmethod
-    def _family(cls, value: str) -> str:
-        if value not in FAMILIES:
-            raise ValueError(f"unknown family {value!r}; choose from {', '.join(FAMILIES)}")
+    def _one_of(cls, value: str, info: ValidationInfo) -> str:
+        choices = CRISIS_LABELS if info.field_name == "crisis_label" else FAMILIES
+        if value not in choices:
+            raise ValueError(f"unknown {info.field_name} {value!r}; choose from {', '.join(choices)}")
         return value
 
     @model_validator(mode="after")

@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response
 
@@ -283,13 +283,7 @@ class Store:
 
     # -- cases ------------------------------------------------------------------------------
     def put_cases(self, cases: Iterable[Case]) -> None:
-        rows = [(c.id, i, c.model_dump_json()) for i, c in enumerate(cases)]
-        with self._transaction():
-            self._db.executemany(
-                "INSERT INTO cases(id, ord, data) VALUES (?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET ord=excluded.ord, data=excluded.data",
-                rows,
-            )
+        self._put_in_order("cases", cases)
 
     def cases(self) -> list[Case]:
         cur = self._db.execute("SELECT data FROM cases ORDER BY ord")
@@ -454,10 +448,15 @@ class Store:
 
     # -- multi-turn conversations -----------------------------------------------------------
     def put_scenarios(self, scenarios: Iterable[Scenario]) -> None:
-        rows = [(s.id, i, s.model_dump_json()) for i, s in enumerate(scenarios)]
+        self._put_in_order("scenarios", scenarios)
+
+    def _put_in_order(self, table: Literal["cases", "scenarios"], records: Iterable[Case | Scenario]) -> None:
+        """Store records by id as JSON in the order given (a record stored before takes its new place and
+        content), in one transaction."""
+        rows = [(r.id, i, r.model_dump_json()) for i, r in enumerate(records)]
         with self._transaction():
             self._db.executemany(
-                "INSERT INTO scenarios(id, ord, data) VALUES (?, ?, ?) "
+                f"INSERT INTO {table}(id, ord, data) VALUES (?, ?, ?) "
                 "ON CONFLICT(id) DO UPDATE SET ord=excluded.ord, data=excluded.data",
                 rows,
             )

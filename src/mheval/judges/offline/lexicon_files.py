@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -121,9 +121,7 @@ class _Check:
         return value
 
     def strings(self, value: Any, where: str) -> list[str]:
-        if not isinstance(value, list) or not value:
-            raise self.fail(where, "expected a non-empty list of strings")
-        return [self.text(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return self._each(value, where, "strings", self.text)
 
     def pattern(self, value: Any, where: str) -> str:
         text = self.text(value, where)
@@ -138,9 +136,13 @@ class _Check:
         return text
 
     def patterns(self, value: Any, where: str) -> list[str]:
+        return self._each(value, where, "patterns", self.pattern)
+
+    def _each(self, value: Any, where: str, what: str, check: Callable[[Any, str], str]) -> list[str]:
+        """A non-empty list, each item checked by `check` under its own index (`where[i]`)."""
         if not isinstance(value, list) or not value:
-            raise self.fail(where, "expected a non-empty list of patterns")
-        return [self.pattern(v, f"{where}[{i}]") for i, v in enumerate(value)]
+            raise self.fail(where, f"expected a non-empty list of {what}")
+        return [check(v, f"{where}[{i}]") for i, v in enumerate(value)]
 
     def flag(self, value: Any, where: str) -> bool:
         if not isinstance(value, bool):
