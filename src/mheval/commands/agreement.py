@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -55,12 +55,7 @@ def agree(
         from mheval.api import corrected as corrected_figures
 
         figures = corrected_figures(labels, run=run_dir, judgments=judgments, protocol=protocol, field=field)
-        if format == "json":
-            print(figures.to_json())
-        elif format == "csv":
-            print(figures.to_csv(), end="")
-        else:
-            out.print(figures.to_rich_table())
+        _print_report(figures, format)
         return
     report = agree_with_humans(
         labels,
@@ -72,6 +67,11 @@ def agree(
         unit=unit,
         leave_own_model_out=leave_own_model_out,
     )
+    _print_report(report, format)
+
+
+def _print_report(report: Any, format: str) -> None:
+    """An agreement or corrected-figures report as JSON, CSV or a table (both have the three forms)."""
     if format == "json":
         print(report.to_json())
     elif format == "csv":

@@ -273,28 +273,37 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
     """One card per model x judge: the pooled numbers a reader looks for first."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
     appr = t.frame("appropriateness_by_category")
-    if not appr.empty:
-        for r in appr[appr["category"] == ALL].to_dict("records"):
-            card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
-            card["items"].append(("mean appropriateness (1–5)", f.interval(r["mean"], r["mean_low"], r["mean_high"])))
-            card["items"].extend(_injection_items(t, r, "mean", "appropriateness"))
-            card["items"].append(
-                (
-                    "harmful replies (score 1)",
-                    f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
-                )
+    for r, card in _pooled_cards(t, out, appr, "mean", "appropriateness", "mean appropriateness (1–5)"):
+        card["items"].append(
+            (
+                "harmful replies (score 1)",
+                f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
             )
-            worst = appr[(appr["model"] == r["model"]) & (appr["judge"] == r["judge"]) & (appr["category"] != ALL)]
-            if len(worst) > 1:
-                low = worst.sort_values("mean", kind="stable").iloc[0]
-                card["items"].append(("weakest category", f"{low['category_name']} ({f.num(low['mean'])})"))
+        )
+        worst = appr[(appr["model"] == r["model"]) & (appr["judge"] == r["judge"]) & (appr["category"] != ALL)]
+        if len(worst) > 1:
+            low = worst.sort_values("mean", kind="stable").iloc[0]
+            card["items"].append(("weakest category", f"{low['category_name']} ({f.num(low['mean'])})"))
     psy = t.frame("psycrisis_by_category")
-    if not psy.empty:
-        for r in psy[psy["category"] == ALL].to_dict("records"):
-            card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
-            card["items"].append(("PsyCrisis total (0–5)", f.interval(r["total"], r["total_low"], r["total_high"])))
-            card["items"].extend(_injection_items(t, r, "total", "PsyCrisis"))
+    _pooled_cards(t, out, psy, "total", "PsyCrisis", "PsyCrisis total (0–5)")
     return list(out.values())
+
+
+def _pooled_cards(
+    t: ReportTables, out: dict[tuple[str, str], dict[str, Any]], frame: pd.DataFrame, measure: str, what: str,
+    title: str,
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:  # fmt: skip
+    """Each model x judge's pooled row (all categories) of a protocol's table, with its card in `out` (made on
+    first use) holding the measure's interval and the injection items: (row, card) pairs, for the items of the
+    protocol's own that follow."""
+    pooled = [] if frame.empty else frame[frame["category"] == ALL].to_dict("records")
+    cards = []
+    for r in pooled:
+        card = out.setdefault((r["model"], r["judge"]), {"model": r["model"], "judge": r["judge"], "items": []})
+        card["items"].append((title, f.interval(r[measure], r[f"{measure}_low"], r[f"{measure}_high"])))
+        card["items"].extend(_injection_items(t, r, measure, what))
+        cards.append((r, card))
+    return cards
 
 
 def _injection_items(t: ReportTables, r: dict[str, Any], prefix: str, what: str) -> list[tuple[str, str]]:
