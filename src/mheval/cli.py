@@ -226,9 +226,10 @@ def triage(
     batch: BatchOpt = None,
     executor: ExecutorOpt = None,
     ray_address: RayAddressOpt = None,
+    redact: RedactOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Crisis triage of each case's user input only."""
+    """Crisis triage of each case's user input only (with --redact, the judge reads it masked)."""
     _run_stages(("triage",), protocol=[CRISIS_TRIAGE], **locals())
 
 

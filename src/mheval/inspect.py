@@ -19,7 +19,7 @@ so a failure is never counted as a low score.
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -36,14 +36,23 @@ from mheval.labels import CRISIS_LABELS, CRISIS_TRIAGE, PSYCRISIS
 from mheval.protocols import ProtocolSpec, load_protocol
 from mheval.protocols.spec import BUILTIN_ORDER
 from mheval.records import LANGUAGES, Case, Judgment, Response, Turn, Usage
+from mheval.redaction import KINDS
 from mheval.suites import Suite, load_suite
 from mheval.textscan import detect_language
 
-__all__ = ["GOLD_AGREEMENT", "case_to_sample", "crisis_task", "metric_key", "score_keys", "scorer"]
+if TYPE_CHECKING:
+    from mheval.engine.redacting import RunRedaction
+
+__all__ = ["GOLD_AGREEMENT", "REDACTION", "case_to_sample", "crisis_task", "metric_key", "score_keys", "scorer"]
 
 GOLD_AGREEMENT = "agrees_with_gold"
 """Crisis triage's extra score key: 1 when the judge's label is the case's gold label, 0 when not (left out
 where a case has no gold label)."""
+
+REDACTION = "redaction"
+"""The score metadata key that says, with `redact` on, what was masked in the sample before the judge read it: the
+mode, the count of each kind, the texts read and how many had something masked (and, with `store`, the masked
+`turns` and `reply`)."""
 
 # mheval's unscored reasons, as Inspect's standard reasons for an abnormal score: the first group are
 # failures of the measuring judge, `no_response` is the model under test's, the rest are the scorer's.
@@ -67,6 +76,7 @@ def crisis_task(
     judge: str = "offline",
     limit: int | None = None,
     system_prompt: str | None = None,
+    redact: str = "off",
 ) -> Task:
     """An Inspect task over an mheval suite, scored by mheval's judge under one or more protocols.
 
@@ -74,7 +84,8 @@ def crisis_task(
     protocol id or file, or several (a list, or ids separated by commas); `language` keeps only the cases
     in `en` or `zh`; `judge` is `offline`, a model spec (`openai/gpt-4o-mini`, `vllm/NAME@URL`) or a trained
     judge (`.npz` file or fine-tuned folder); `limit` keeps the first N cases (after the language filter);
-    `system_prompt` goes before every conversation. Everything is checked here, before any model call.
+    `system_prompt` goes before every conversation; `redact` (`judge` or `store`) masks personal data in what the
+    judge reads (docs/redaction.md). Everything is checked here, before any model call.
     """
     if language is not None and language not in LANGUAGES:
         raise InputError(f"unknown language {language!r}", field="language", choices=LANGUAGES)
@@ -84,7 +95,7 @@ def crisis_task(
     cases = [c for c in loaded.cases if language is None or c.language == language][:limit]
     if not cases:
         raise InputError(f"suite {suite!r} has no cases in language {language!r}", field="language")
-    scorers = [scorer(p, judge=judge) for p in _protocol_ids(protocol)]
+    scorers = [scorer(p, judge=judge, redact=redact) for p in _protocol_ids(protocol)]
     solver: list[Solver] = [system_message(system_prompt)] if system_prompt else []
     solver.append(generate())
     return Task(
@@ -135,7 +146,9 @@ def scorer(protocol: str = PSYCRISIS, judge: str = "offline", **options: Any) ->
     `judge` is `offline` (or `offline:fast`), a model spec for an LLM judge (opened with mheval's own
     client, so `openai/...`, `vllm/NAME@URL`, `ollama/...` work as on mheval's command line), or a trained
     judge file / fine-tuned folder. `options` are mheval run settings for the judge (`grounding`,
-    `few_shot`, `parse_retries`, `judge_temperature`, `judge_max_tokens`, `timeout_s`, `seed`).
+    `few_shot`, `parse_retries`, `judge_temperature`, `judge_max_tokens`, `timeout_s`, `seed`, `redact`).
+    With `redact="judge"` the judge reads the sample's turns and the reply with personal data masked, and the
+    score's metadata says what was masked (`REDACTION`); `"store"` also keeps the masked texts there.
     Crisis triage judges the sample's conversation; every other protocol judges the model's reply.
     The judge and protocol are checked now (as `mheval run` would), not at the first sample.
     """
@@ -159,17 +172,25 @@ def _register(spec: ProtocolSpec) -> Callable[..., Scorer]:
         protocol_spec = load_protocol(protocol)
         config = _judge_config(protocol, judge, options)
         offline = _offline_judge(judge, config)
+        masking = _masking(config)
 
         async def score(state: TaskState, target: Target) -> Score:
             case = _case_from_state(state)
             response = None if protocol_spec.target == "case" else _response_from_state(state)
             label = _crisis_label(state, target)
+            masked: dict[str, Any] | None = None
+            if masking is not None:  # the judge reads the sample with its personal data masked
+                masked = _masked_meta(masking, case, response)
+                case, response = masking.judge_view(case, response)
             if offline is not None:
                 judgment = await offline.judge(protocol_spec, case, response, crisis_label=label)
             else:
                 judgment = await _judge_with_model(judge, config, protocol_spec, case, response, label)
             gold = label if protocol_spec.id == CRISIS_TRIAGE else None
-            return judgment_to_score(protocol_spec, judgment, gold=gold, language=case.language)
+            out = judgment_to_score(protocol_spec, judgment, gold=gold, language=case.language)
+            if masked is not None:
+                out.metadata = {**(out.metadata or {}), REDACTION: masked}
+            return out
 
         return score
 
@@ -198,6 +219,34 @@ def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunC
     # No cases yet: this checks the protocol, the judge's key and whether the judge can judge the protocol.
     plan_run(config, stages=("judge",), suite=Suite("inspect", "cases come from the Inspect dataset", []))
     return config
+
+
+def _masking(config: RunConfig) -> "RunRedaction | None":
+    """The masking of personal data the scorer's judge reads through (`redact="judge"` or `"store"`), built
+    once per scorer; None when it is off."""
+    if config.redact == "off":
+        return None
+    from mheval.engine.redacting import RunRedaction
+
+    return RunRedaction(config.redact)
+
+
+def _masked_meta(masking: "RunRedaction", case: Case, response: Response | None) -> dict[str, Any]:
+    """What was masked in one sample, counted as a run counts it (engine/redacting.record: the case's turns
+    on their own, the reply with the turns before it), and with `store` the masked texts themselves."""
+    turns = [t.content for t in case.turns]
+    results = masking.redactor.redact_all(turns, case.locale)
+    reply = response.text if response is not None else None
+    if reply is not None:
+        results = [*results, masking.redactor.redact_all([*turns, reply], case.locale)[-1]]
+    counts = {kind: sum(r.counts.get(kind, 0) for r in results) for kind in KINDS}
+    meta: dict[str, Any] = {"mode": masking.mode, "counts": counts, "texts": len(results),
+                            "texts_masked": sum(1 for r in results if r.masked)}  # fmt: skip
+    if masking.mode == "store":
+        meta["turns"] = [{"role": t.role, "content": r.text} for t, r in zip(case.turns, results, strict=False)]
+        if reply is not None:
+            meta["reply"] = results[-1].text
+    return meta
 
 
 def _offline_judge(judge: str, config: RunConfig) -> Judge | None:
