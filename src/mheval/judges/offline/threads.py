@@ -1,0 +1,91 @@
+"""How many threads the sentence encoders use for their next call: the cores other work leaves free.
+
+Both encoders split every matrix product between their threads and wait for the slowest before the next
+one. On a machine that other work keeps busy, a second thread is often not scheduled for a while, and
+every product waits for it: on the shared 2-core machine at a load average of 6-12, one USE thread
+embedded a batch of long conversation texts about five times faster than two. On a quiet machine two
+threads are faster. So the count is chosen per call, not once at load.
+
+The 1-minute load average counts this process too: judging with two threads by itself raises it to
+about two. What is subtracted from the cores is the load of the *other* work: the load average less
+this process's own recent CPU use (CPU seconds per second over about the last minute, the window the
+load average covers).
+
+`MHEVAL_EMBED_THREADS=N` fixes the count (a positive integer); `auto` or unset chooses per call.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+
+from mheval.errors import InputError
+
+THREADS_ENV = "MHEVAL_EMBED_THREADS"
+WINDOW_S = 60.0  # the 1-minute load average's horizon
+_SAMPLE_EVERY_S = 1.0
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says, else every core)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def fixed_threads() -> int | None:
+    """The count MHEVAL_EMBED_THREADS sets, or None when it is unset or `auto`."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if raw in ("", "auto"):
+        return None
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    raise InputError(
+        f"{THREADS_ENV}={raw!r} is not a thread count", field=THREADS_ENV, choices=["auto", "1", "2", "..."]
+    )
+
+
+class OwnLoad:
+    """This process's CPU seconds per wall second over the last `WINDOW_S` seconds (sampled at most once a
+    second, whenever a caller asks)."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, float]] = deque()
+        self._lock = threading.Lock()
+
+    def rate(self) -> float:
+        now, cpu = time.monotonic(), _cpu_seconds()
+        with self._lock:
+            if not self._samples or now - self._samples[-1][0] >= _SAMPLE_EVERY_S:
+                self._samples.append((now, cpu))
+            while len(self._samples) > 2 and now - self._samples[1][0] >= WINDOW_S:
+                self._samples.popleft()
+            start, start_cpu = self._samples[0]
+        elapsed = now - start
+        return (cpu - start_cpu) / elapsed if elapsed >= _SAMPLE_EVERY_S else 0.0
+
+
+def _cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+OWN_LOAD = OwnLoad()
+
+
+def free_threads(own: OwnLoad = OWN_LOAD) -> int:
+    """Threads for the next encoder call: MHEVAL_EMBED_THREADS, or the usable cores less the load of other
+    work (rounded, at least 1)."""
+    fixed = fixed_threads()
+    if fixed is not None:
+        return fixed
+    cores = usable_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows: no load average; use every core
+        return cores
+    others = max(0.0, load - own.rate())
+    return max(1, min(cores, round(cores - others)))
