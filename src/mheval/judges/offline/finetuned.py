@@ -28,11 +28,11 @@ import numpy as np
 from mheval.errors import InputError
 from mheval.judges.offline import embed
 from mheval.judges.offline.features import Item
-from mheval.judges.offline.trained import unit_ids
-from mheval.records import Case, Judgment, Response
+from mheval.judges.offline.trained import FileJudge, label_judgment
+from mheval.records import Judgment
 
 if TYPE_CHECKING:
-    from mheval.protocols.spec import ProtocolSpec
+    pass
 
 FORMAT = "mheval-finetuned-judge"
 FORMAT_VERSION = 1
@@ -132,7 +132,7 @@ def folder_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-class FinetunedJudge:
+class FinetunedJudge(FileJudge):
     """A judge that is a fine-tuned classifier folder. Implements the Judge protocol (judges/base.py)."""
 
     def __init__(self, model: Any, tokenizer: Any, meta: dict[str, Any], *, name: str = "") -> None:
@@ -181,37 +181,10 @@ class FinetunedJudge:
 
     # -- the Judge protocol ---------------------------------------------------------------------
 
-    def supports(self, protocol: Any) -> bool:
-        return getattr(protocol, "id", None) == self.protocol
-
-    async def judge(
-        self,
-        protocol: ProtocolSpec | Any,
-        case: Case,
-        response: Response | None,
-        *,
-        repeat: int = 0,
-        crisis_label: str | None = None,
-    ) -> Judgment:
-        """Never raises for what it is given: an impossible unit comes back unscored with its reason.
-
-        One unit per forward pass (no padding), so a verdict does not depend on what it was batched with.
-        """
-        ids, refused = unit_ids(self, protocol, case, response, repeat)
-        if refused is not None:
-            return refused
-        item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
+    async def judge_item(self, item: Item, ids: dict[str, Any]) -> Judgment:
+        """One unit per forward pass (no padding), so a verdict does not depend on what it was batched with."""
         proba = self.predict_proba([item])[0]
-        best = int(proba.argmax())
-        ranked = sorted(zip(self.labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
-        runner_up = ", ".join(f"{label} {p:.2f}" for label, p in ranked[1:3])
-        return Judgment(
-            **ids,
-            label=self.labels[best],
-            scores={"confidence": round(float(proba[best]), 4)},
-            rationale=f"{self.name}: {self.labels[best]} (p={proba[best]:.2f}; next: {runner_up})",
-            raw=json.dumps({"probabilities": {k: round(v, 4) for k, v in ranked}}, sort_keys=True),
-        )
+        return label_judgment(self.name, self.labels, proba, int(proba.argmax()), ids)
 
     # -- files -------------------------------------------------------------------------------
 

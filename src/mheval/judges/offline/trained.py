@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,8 +61,60 @@ class LinearHead:
         return self.logits(x)[:, 0]
 
 
+class FileJudge(ABC):
+    """What the judges read from a file or folder share (TrainedJudge, FinetunedJudge): each judges one
+    protocol and implements the Judge protocol (judges/base.py) the same way; it never raises for what it is
+    given (an impossible unit comes back unscored with its reason) and reads the unit as an `Item`."""
+
+    name: str
+
+    @property
+    @abstractmethod
+    def protocol(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def needs_response(self) -> bool: ...
+
+    @abstractmethod
+    async def judge_item(self, item: Item, ids: dict[str, Any]) -> Judgment:
+        """The judgment of one unit this judge can judge, with the identifying fields `ids`."""
+
+    def supports(self, protocol: Any) -> bool:
+        return getattr(protocol, "id", None) == self.protocol
+
+    async def judge(
+        self,
+        protocol: ProtocolSpec | Any,
+        case: Case,
+        response: Response | None,
+        *,
+        repeat: int = 0,
+        crisis_label: str | None = None,
+    ) -> Judgment:
+        ids, refused = unit_ids(self, protocol, case, response, repeat)
+        if refused is not None:
+            return refused
+        item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
+        return await self.judge_item(item, ids)
+
+
+def label_judgment(name: str, labels: Sequence[str], proba: np.ndarray, best: int, ids: dict[str, Any]) -> Judgment:
+    """A classifier's judgment: the chosen label, its probability as confidence, the next two in the rationale
+    and every label's probability in `raw`."""
+    ranked = sorted(zip(labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
+    runner_up = ", ".join(f"{label} {p:.2f}" for label, p in ranked[1:3])
+    return Judgment(
+        **ids,
+        label=labels[best],
+        scores={"confidence": round(float(proba[best]), 4)},
+        rationale=f"{name}: {labels[best]} (p={proba[best]:.2f}; next: {runner_up})",
+        raw=json.dumps({"probabilities": {k: round(v, 4) for k, v in ranked}}, sort_keys=True),
+    )
+
+
 @dataclass
-class TrainedJudge:
+class TrainedJudge(FileJudge):
     """A judge that is a model file. `meta` is everything but the weights (see the module doc)."""
 
     head: LinearHead
@@ -148,23 +201,7 @@ class TrainedJudge:
 
     # -- the Judge protocol ---------------------------------------------------------------------
 
-    def supports(self, protocol: Any) -> bool:
-        return getattr(protocol, "id", None) == self.protocol
-
-    async def judge(
-        self,
-        protocol: ProtocolSpec | Any,
-        case: Case,
-        response: Response | None,
-        *,
-        repeat: int = 0,
-        crisis_label: str | None = None,
-    ) -> Judgment:
-        """Never raises for what it is given: an impossible unit comes back unscored with its reason."""
-        ids, refused = unit_ids(self, protocol, case, response, repeat)
-        if refused is not None:
-            return refused
-        item = Item(case, response.text if response is not None else None, crisis_label or case.crisis_label)
+    async def judge_item(self, item: Item, ids: dict[str, Any]) -> Judgment:
         x = await afeaturize(self.blocks, [item])
         return self.judgment_from(x, ids)
 
@@ -172,16 +209,7 @@ class TrainedJudge:
         """The judgment for one featurised unit (x has one row)."""
         if self.kind == "classifier":
             proba = self.head.proba(x)[0]
-            best = int(self.choose(proba[None, :])[0])
-            ranked = sorted(zip(self.labels, proba.tolist(), strict=True), key=lambda kv: -kv[1])
-            runner_up = ", ".join(f"{label} {p:.2f}" for label, p in ranked[1:3])
-            return Judgment(
-                **ids,
-                label=self.labels[best],
-                scores={"confidence": round(float(proba[best]), 4)},
-                rationale=f"{self.name}: {self.labels[best]} (p={proba[best]:.2f}; next: {runner_up})",
-                raw=json.dumps({"probabilities": {k: round(v, 4) for k, v in ranked}}, sort_keys=True),
-            )
+            return label_judgment(self.name, self.labels, proba, int(self.choose(proba[None, :])[0]), ids)
         raw = float(self.head.score(x)[0])
         value = float(self._round(np.array([raw]))[0])
         dimension = str(self.meta.get("dimension") or self.protocol)
