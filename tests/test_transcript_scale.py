@@ -18,7 +18,7 @@ import pytest
 
 from mheval.api import judge_transcripts
 from mheval.conversations import stages
-from mheval.judges.offline import embed, features
+from mheval.judges.offline import embed, features, threads
 from mheval.judges.offline.judge import OfflineJudge
 from mheval.records import Conversation, Exchange
 from mheval.runfolder.store import Store
@@ -67,11 +67,14 @@ def _stored_judgments(run: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
     return out
 
 
-def _forget_vectors() -> None:
+def _forget_vectors(threads: int | None) -> None:
     """Empty the encoders' caches (and the memos beside them), so a second run embeds and reads every text again
-    instead of reusing the first's."""
-    for encoder in embed._ENCODERS.values():
+    instead of reusing the first's; `threads` fixes the encoders' thread count (None: chosen per call)."""
+    for kind in ("use", "e5"):
+        encoder = embed.get_encoder(kind)  # type: ignore[arg-type]
         encoder._cache.clear()
+        encoder.threads = threads
+        encoder.calls_by_threads.clear()
     embed._plain_reading.cache_clear()
     features._lexicon_triage.cache_clear()
 
@@ -81,14 +84,20 @@ def test_chunked_judging_with_read_ahead_gives_the_judgments_of_judging_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: str
 ) -> None:
     log = _log(tmp_path / "log.jsonl")
-    # As before: every conversation in one chunk, and no read-ahead (each unit asks the encoders on its own).
+    # As before: every conversation in one chunk, no read-ahead (each unit asks the encoders on its own), two
+    # encoder threads, and each e5 batch read in one call.
     with monkeypatch.context() as m:
         m.setattr(stages, "CHUNK", 10**9)
         m.delattr(OfflineJudge, "prefetch")
-        _forget_vectors()
+        m.setattr(embed, "E5_BATCH_TOKENS", 10**9)
+        _forget_vectors(threads=2)
         judge_transcripts(log, judges=judge, out=tmp_path / "at-once")
-    # Now: two conversations a chunk, each chunk's texts embedded ahead in one batch.
+    # Now: two conversations a chunk, each chunk's texts embedded ahead in one batch, the threads chosen from
+    # the free cores (a busy machine here: one thread), and e5 batches read in calls of a few texts.
     monkeypatch.setattr(stages, "CHUNK", 2)
+    monkeypatch.setattr(embed, "E5_BATCH_TOKENS", 200)
+    monkeypatch.delenv("MHEVAL_EMBED_THREADS", raising=False)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (12.0, 12.0, 12.0))
     read_ahead: list[int] = []
     original = OfflineJudge.prefetch
 
@@ -97,8 +106,10 @@ def test_chunked_judging_with_read_ahead_gives_the_judgments_of_judging_at_once(
         original(self, items)
 
     monkeypatch.setattr(OfflineJudge, "prefetch", counted)
-    _forget_vectors()
+    _forget_vectors(threads=None)
     judge_transcripts(log, judges=judge, out=tmp_path / "chunked")
+    used = {kind: dict(embed.get_encoder(kind).calls_by_threads) for kind in ("use", "e5")}  # type: ignore[arg-type]
+    assert set(used["use"]) == {1} and (judge == "offline:fast" or set(used["e5"]) == {1}), used
 
     before, after = _stored_judgments(tmp_path / "at-once"), _stored_judgments(tmp_path / "chunked")
     assert len(read_ahead) == 4, "two chunks, each read ahead for triage and then for the replies"
