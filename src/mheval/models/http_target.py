@@ -63,6 +63,7 @@ import yaml
 from yarl import URL
 
 from mheval.errors import InputError
+from mheval.models.app_session import AppSession
 from mheval.models.base import Completion, Message, ModelError, OneCallSession, valid_text
 from mheval.models.limits import (
     OVERLOAD_STATUSES,
@@ -72,7 +73,6 @@ from mheval.models.limits import (
     endpoint_limiter,
     is_retryable_status,
     parse_retry_after,
-    run_with_retry,
 )
 from mheval.models.openai_compat import MAX_BODY_BYTES, _read_capped
 from mheval.models.spec import URL_CREDENTIALS
@@ -377,7 +377,7 @@ class _Answer:
     headers: dict[str, str]
 
 
-class HttpSession:
+class HttpSession(AppSession["HttpTarget"]):
     """One conversation with an HTTP app: its session id (made here for {from: client}, else read from the
     first answer) is sent with every turn."""
 
@@ -397,18 +397,11 @@ class HttpSession:
     async def aclose(self) -> None:
         self.session_id = None
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    async def _answer(self, messages: list[Message], context: dict[str, Any]) -> Completion:
+        """The app reads the turn and the conversation, not the sampling settings."""
         last = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
         conversation = [{"role": m["role"], "content": m["content"]} for m in messages]
-        return await run_with_retry(lambda: self._post(last, conversation), self.target.retry)
+        return await self._post(last, conversation)
 
     async def _post(self, last: str, conversation: list[Message]) -> Completion:
         target, app = self.target, self.target.app

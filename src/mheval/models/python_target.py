@@ -43,8 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from mheval.errors import InputError
+from mheval.models.app_session import AppSession
 from mheval.models.base import Completion, Message, ModelError, OneCallSession, valid_count, valid_text
-from mheval.models.limits import EndpointLimiter, RetryPolicy, TransientError, run_with_retry
+from mheval.models.limits import EndpointLimiter, RetryPolicy, TransientError
 from mheval.records import Usage
 
 PREFIX = "python:"
@@ -301,7 +302,7 @@ class PythonTarget(OneCallSession):
         return ModelError("exception", message)
 
 
-class PythonSession:
+class PythonSession(AppSession["PythonTarget"]):
     """One conversation with a Python target: a class target's own instance, made on the first turn."""
 
     def __init__(self, target: PythonTarget, key: str) -> None:
@@ -322,43 +323,31 @@ class PythonSession:
             self._instance = await target.run_sync(target.obj)
         return self._instance
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
+    async def _answer(self, messages: list[Message], context: dict[str, Any]) -> Completion:
+        """The callable gets the messages, and the context too when it takes a second argument."""
         target = self.target
-        context = {"session_id": self.key, "temperature": temperature, "max_tokens": max_tokens, "seed": seed}
-
-        async def once() -> Completion:
-            try:
-                fn = await self._callable()
-                args: tuple[Any, ...] = ([dict(m) for m in messages],)
-                if _takes_context(fn):
-                    args += (dict(context),)
-                async with target.limiter:
-                    started = time.perf_counter()
-                    async with asyncio.timeout(target.timeout_s):
-                        if _is_async(fn):
-                            result = await fn(*args)
-                        else:
-                            result = await target.run_sync(fn, *args)
-                            if inspect.isawaitable(result):
-                                result = await result
-                    latency = time.perf_counter() - started
-            except TimeoutError:
-                raise TransientError("timeout", f"no answer within {target.timeout_s:g} s") from None
-            except (ModelError, TransientError, asyncio.CancelledError):
-                raise
-            except Exception as exc:
-                raise target.failure(exc) from None
-            return completion_of(result, latency, target.note)
-
-        return await run_with_retry(once, target.retry)
+        try:
+            fn = await self._callable()
+            args: tuple[Any, ...] = ([dict(m) for m in messages],)
+            if _takes_context(fn):
+                args += (dict(context),)
+            async with target.limiter:
+                started = time.perf_counter()
+                async with asyncio.timeout(target.timeout_s):
+                    if _is_async(fn):
+                        result = await fn(*args)
+                    else:
+                        result = await target.run_sync(fn, *args)
+                        if inspect.isawaitable(result):
+                            result = await result
+                latency = time.perf_counter() - started
+        except TimeoutError:
+            raise TransientError("timeout", f"no answer within {target.timeout_s:g} s") from None
+        except (ModelError, TransientError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise target.failure(exc) from None
+        return completion_of(result, latency, target.note)
 
     async def aclose(self) -> None:
         """End the conversation: a class instance's `close()`, if it has one (its failure is ignored)."""
