@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from mheval.conversations.scenario import _ID, Beat, Expectations, Persona, Scenario
 from mheval.conversations.transcripts import RecordedConversation, parse_roles, read_transcripts, role_table
@@ -72,18 +72,14 @@ class ImportedScenario(Scenario):
     source: str = ""  # where the first recording of this id was read (file:line)
 
     # The checks of a written scenario do not apply to a recording: its label is None, its family is
-    # FAMILY, and a person may well write Chinese in the other script than their locale's.
-    @field_validator("crisis_label")
+    # FAMILY, and a person may well write Chinese in the other script than their locale's. The validator
+    # replaces Scenario's of the same name (pydantic overrides a validator by its name).
+    @field_validator("crisis_label", "family")
     @classmethod
-    def _label(cls, value: str) -> str:  # None is the only value a recording has
-        return value
-
-    @field_validator("family")
-    @classmethod
-    def _family(cls, value: str) -> str:
-        if value != FAMILY:
+    def _one_of(cls, value: str, info: ValidationInfo) -> str:
+        if info.field_name == "family" and value != FAMILY:
             raise ValueError(f"an imported conversation's family is {FAMILY!r}")
-        return value
+        return value  # None is the only crisis label a recording has
 
     @model_validator(mode="after")
     def _script_fits_locale(self) -> ImportedScenario:
