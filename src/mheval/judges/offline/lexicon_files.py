@@ -218,15 +218,7 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
 
     # common.yaml
     c1.mapping(common, "", ["version", "normalise", "negation", "distancing", "question"])
-    norm = c1.mapping(common["normalise"], "normalise", ["punctuation"], ["traditional"])
-    table = c1.pairs(norm["punctuation"], "normalise.punctuation")
-    # Traditional characters fold to simplified ones by the one table (mheval.textscan), then by any pairs a
-    # custom lexicon adds under normalise.traditional.
-    for key, value in TRADITIONAL_TO_SIMPLIFIED.items():
-        table.setdefault(key, value)
-    if "traditional" in norm:
-        for key, value in c1.pairs(norm["traditional"], "normalise.traditional").items():
-            table.setdefault(key, value)
+    table = _fold_table(c1, common["normalise"])
     neg = c1.mapping(common["negation"], "negation", ["en", "zh", "clause_breaks"])
     neg_en = c1.mapping(neg["en"], "negation.en", ["window", "negators", "pseudo"])
     neg_zh = c1.mapping(neg["zh"], "negation.zh", ["window", "negators", "pseudo"])
@@ -241,84 +233,11 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
         raise c2.fail("severity", "must list every crisis label once, no_crisis last", choices=CRISIS_LABELS)
     turns = c2.mapping(triage_doc["turns"], "turns", ["decay", "floor"])
     crisis_labels = [lab for lab in CRISIS_LABELS if lab != NO_CRISIS]
-    labels_doc = c2.mapping(triage_doc["labels"], "labels", crisis_labels)
-    for label in crisis_labels:
-        groups = labels_doc[label]
-        if not isinstance(groups, list) or not groups:
-            raise c2.fail(f"labels.{label}", "expected a non-empty list of cue groups")
-        for g, group in enumerate(groups):
-            where = f"labels.{label}[{g}]"
-            c2.mapping(group, where, ["weight"], ["negatable", "distancing", *LANGS])
-            triage_cues += _cues(
-                c2,
-                group,
-                where,
-                label,
-                weight=c2.number(group["weight"], f"{where}.weight", 0.0, 10.0, lo_open=True),
-                negatable=c2.flag(group.get("negatable", True), f"{where}.negatable"),
-                distancing=c2.flag(group.get("distancing", True), f"{where}.distancing"),
-            )
+    triage_cues += _triage_cues(c2, triage_doc["labels"], crisis_labels)
 
-    # psycrisis.yaml
-    c3.mapping(psy_doc, "", ["version", "recommendation", "dimensions"])
-    rec = c3.mapping(psy_doc["recommendation"], "recommendation", [], LANGS)
-    dims_doc = c3.mapping(psy_doc["dimensions"], "dimensions", PSYCRISIS_DIMENSIONS)
-    psycrisis_cues = _cues(c3, rec, "recommendation", RECOMMENDATION) if rec else []
-    dimensions: dict[str, Dimension] = {}
-    for name in PSYCRISIS_DIMENSIONS:
-        where = f"dimensions.{name}"
-        dim = c3.mapping(dims_doc[name], where, ["title", "present", "absent", "groups"], ["vetoes"])
-        if not isinstance(dim["groups"], list) or not dim["groups"]:
-            raise c3.fail(f"{where}.groups", "expected a non-empty list of cue groups")
-        for g, group in enumerate(dim["groups"]):
-            gw = f"{where}.groups[{g}]"
-            c3.mapping(group, gw, ["gate"], ["context", "negatable", *LANGS])
-            context = group.get("context")
-            psycrisis_cues += _cues(
-                c3,
-                group,
-                gw,
-                name,
-                gate=c3.choice(group["gate"], f"{gw}.gate", GATES),
-                context=None if context is None else c3.choice(context, f"{gw}.context", CONTEXTS),
-                negatable=c3.flag(group.get("negatable", True), f"{gw}.negatable"),
-            )
-        if "vetoes" in dim:
-            c3.mapping(dim["vetoes"], f"{where}.vetoes", [], LANGS)
-            psycrisis_cues += _cues(c3, dim["vetoes"], f"{where}.vetoes", VETO + name)
-        dimensions[name] = Dimension(
-            name=name,
-            title=c3.text(dim["title"], f"{where}.title"),
-            present=c3.text(dim["present"], f"{where}.present"),
-            absent=c3.text(dim["absent"], f"{where}.absent"),
-        )
-
-    # risk.yaml
-    c4.mapping(risk_doc, "", ["version", "families", "third_party", "help_other", "first_person", "idioms"])
-    families = risk_doc["families"]
-    if not isinstance(families, dict) or not families:
-        raise c4.fail("families", "expected a mapping of cue families")
-    risk_cues = _cues(c1, dist, "distancing", DISTANCING)
-    risk_labels: dict[str, str] = {}
-    for family, group in families.items():
-        where = f"families.{family}"
-        c4.mapping(group, where, ["label"], LANGS)
-        risk_labels[family] = c4.choice(group["label"], f"{where}.label", HIGH_RISK)
-        risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "label"}, where, family)
-    for marker in (THIRD_PARTY, HELP_OTHER, FIRST_PERSON):
-        c4.mapping(risk_doc[marker], marker, [], LANGS)
-        risk_cues += _cues(c4, risk_doc[marker], marker, marker)
-    if not isinstance(risk_doc["idioms"], list):
-        raise c4.fail("idioms", "expected a list of idiom groups")
-    readings: list[dict[str, str]] = []
-    for i, group in enumerate(risk_doc["idioms"]):
-        where = f"idioms[{i}]"
-        c4.mapping(group, where, ["reads_as"], LANGS)
-        reads = c4.mapping(group["reads_as"], f"{where}.reads_as", ["en", "zh"])
-        readings.append({lang: c4.text(reads[lang], f"{where}.reads_as.{lang}") for lang in ("en", "zh")})
-        risk_cues += _cues(c4, {k: v for k, v in group.items() if k != "reads_as"}, where, f"{IDIOM}{i}")
-
-    # reply.yaml
+    # psycrisis.yaml, risk.yaml, reply.yaml
+    psycrisis_cues, dimensions = _psycrisis(c3, psy_doc)
+    risk_cues, risk_labels, readings = _risk(c4, risk_doc, _cues(c1, dist, "distancing", DISTANCING))
     c5.mapping(reply_doc, "", ["version", "moves"])
     moves = c5.mapping(reply_doc["moves"], "moves", REPLY_MOVES)
     reply_cues = [cue for move in REPLY_MOVES for cue in _cues(c5, moves[move], f"moves.{move}", move)]
@@ -360,3 +279,106 @@ def load_lexicon(directory: str | Path | None = None) -> Lexicon:
         char_keys=frozenset(k for cs in cuesets for k in cs.char_keys()),
         source=str(source),
     )
+
+
+def _fold_table(check: _Check, normalise: Any) -> dict[int, str]:
+    """The normalising translation: the punctuation pairs, then traditional characters to simplified ones by
+    the one table (mheval.textscan), then any pairs a custom lexicon adds under normalise.traditional."""
+    norm = check.mapping(normalise, "normalise", ["punctuation"], ["traditional"])
+    table = check.pairs(norm["punctuation"], "normalise.punctuation")
+    for key, value in TRADITIONAL_TO_SIMPLIFIED.items():
+        table.setdefault(key, value)
+    if "traditional" in norm:
+        for key, value in check.pairs(norm["traditional"], "normalise.traditional").items():
+            table.setdefault(key, value)
+    return table
+
+
+def _triage_cues(check: _Check, labels: Any, crisis_labels: list[str]) -> list[Cue]:
+    """triage.yaml's cue groups, by crisis label, each with its weight."""
+    labels_doc = check.mapping(labels, "labels", crisis_labels)
+    cues: list[Cue] = []
+    for label in crisis_labels:
+        groups = labels_doc[label]
+        if not isinstance(groups, list) or not groups:
+            raise check.fail(f"labels.{label}", "expected a non-empty list of cue groups")
+        for g, group in enumerate(groups):
+            where = f"labels.{label}[{g}]"
+            check.mapping(group, where, ["weight"], ["negatable", "distancing", *LANGS])
+            cues += _cues(
+                check,
+                group,
+                where,
+                label,
+                weight=check.number(group["weight"], f"{where}.weight", 0.0, 10.0, lo_open=True),
+                negatable=check.flag(group.get("negatable", True), f"{where}.negatable"),
+                distancing=check.flag(group.get("distancing", True), f"{where}.distancing"),
+            )
+    return cues
+
+
+def _psycrisis(check: _Check, doc: dict) -> tuple[list[Cue], dict[str, Dimension]]:
+    """psycrisis.yaml: the cues of every dimension (with the recommendation cues and each dimension's vetoes), and
+    the dimensions' texts."""
+    check.mapping(doc, "", ["version", "recommendation", "dimensions"])
+    rec = check.mapping(doc["recommendation"], "recommendation", [], LANGS)
+    dims_doc = check.mapping(doc["dimensions"], "dimensions", PSYCRISIS_DIMENSIONS)
+    psycrisis_cues = _cues(check, rec, "recommendation", RECOMMENDATION) if rec else []
+    dimensions: dict[str, Dimension] = {}
+    for name in PSYCRISIS_DIMENSIONS:
+        where = f"dimensions.{name}"
+        dim = check.mapping(dims_doc[name], where, ["title", "present", "absent", "groups"], ["vetoes"])
+        if not isinstance(dim["groups"], list) or not dim["groups"]:
+            raise check.fail(f"{where}.groups", "expected a non-empty list of cue groups")
+        for g, group in enumerate(dim["groups"]):
+            gw = f"{where}.groups[{g}]"
+            check.mapping(group, gw, ["gate"], ["context", "negatable", *LANGS])
+            context = group.get("context")
+            psycrisis_cues += _cues(
+                check,
+                group,
+                gw,
+                name,
+                gate=check.choice(group["gate"], f"{gw}.gate", GATES),
+                context=None if context is None else check.choice(context, f"{gw}.context", CONTEXTS),
+                negatable=check.flag(group.get("negatable", True), f"{gw}.negatable"),
+            )
+        if "vetoes" in dim:
+            check.mapping(dim["vetoes"], f"{where}.vetoes", [], LANGS)
+            psycrisis_cues += _cues(check, dim["vetoes"], f"{where}.vetoes", VETO + name)
+        dimensions[name] = Dimension(
+            name=name,
+            title=check.text(dim["title"], f"{where}.title"),
+            present=check.text(dim["present"], f"{where}.present"),
+            absent=check.text(dim["absent"], f"{where}.absent"),
+        )
+    return psycrisis_cues, dimensions
+
+
+def _risk(check: _Check, doc: dict, distancing: list[Cue]) -> tuple[list[Cue], dict[str, str], list[dict[str, str]]]:
+    """risk.yaml: the explicit-risk cues (after the distancing frames, read again), each family's label, and the
+    idioms' plain readings."""
+    check.mapping(doc, "", ["version", "families", "third_party", "help_other", "first_person", "idioms"])
+    families = doc["families"]
+    if not isinstance(families, dict) or not families:
+        raise check.fail("families", "expected a mapping of cue families")
+    risk_cues = list(distancing)
+    risk_labels: dict[str, str] = {}
+    for family, group in families.items():
+        where = f"families.{family}"
+        check.mapping(group, where, ["label"], LANGS)
+        risk_labels[family] = check.choice(group["label"], f"{where}.label", HIGH_RISK)
+        risk_cues += _cues(check, {k: v for k, v in group.items() if k != "label"}, where, family)
+    for marker in (THIRD_PARTY, HELP_OTHER, FIRST_PERSON):
+        check.mapping(doc[marker], marker, [], LANGS)
+        risk_cues += _cues(check, doc[marker], marker, marker)
+    if not isinstance(doc["idioms"], list):
+        raise check.fail("idioms", "expected a list of idiom groups")
+    readings: list[dict[str, str]] = []
+    for i, group in enumerate(doc["idioms"]):
+        where = f"idioms[{i}]"
+        check.mapping(group, where, ["reads_as"], LANGS)
+        reads = check.mapping(group["reads_as"], f"{where}.reads_as", ["en", "zh"])
+        readings.append({lang: check.text(reads[lang], f"{where}.reads_as.{lang}") for lang in ("en", "zh")})
+        risk_cues += _cues(check, {k: v for k, v in group.items() if k != "reads_as"}, where, f"{IDIOM}{i}")
+    return risk_cues, risk_labels, readings
