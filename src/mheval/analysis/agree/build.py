@@ -52,46 +52,14 @@ def agreement_report(
     ``own_model(judge, source)`` is true; the default is `mheval.models.families.same_family`.
     Pass e.g. ``lambda j, s: (j, s) in {("gpt-4o", "gpt4o")}`` to leave out only the exact own model.
     """
-    if unit not in UNITS:
-        raise InputError(f"unknown unit of analysis {unit!r}", field="unit", choices=UNITS)
-    for col in ("id", "rater", "value"):
-        if col not in human.columns:
-            raise InputError(f"human labels lack the {col!r} column", field=col)
-    if human.empty:
-        raise InputError("no human labels", field="value")
-    numeric = pd.api.types.is_numeric_dtype(human["value"])
-    if scale is None:
-        scale = bool(numeric)
-    elif scale and not numeric:
-        try:
-            human = human.assign(value=pd.to_numeric(human["value"]))
-        except (TypeError, ValueError):
-            raise InputError("scale=True but the human values are not all numbers", field="value") from None
-    if not scale and unit == "model":
-        raise InputError(
-            "unit 'model' compares each response source's mean human score with its mean judge score, so it "
-            "needs numeric scores; these human values are labels (use unit 'item')",
-            field="unit",
-        )
-    if not scale:
-        human = human.assign(value=[label_text(v) for v in human["value"]])
+    human, scale = _checked_human(human, scale, unit)
     extra = [c for c in ("model", "sample") if c in human.columns]
     notes: list[str] = []
 
     # Dimensions to report.
     human_dims = list(dict.fromkeys(human["dimension"].dropna().astype(str))) if "dimension" in human.columns else []
     judgments = read_judgments(judge, scale=scale, protocol=protocol, extra_keys=extra) if judge is not None else None
-    judge_dims = judgments.dims if judgments is not None else []
-    if dimension is not None:
-        dims: list[str | None] = [dimension]
-    elif human_dims:
-        dims = list(human_dims)
-    elif judge is not None and scale:
-        if len(judge_dims) > 1:
-            raise InputError("the judgments score several dimensions: pick one", field="dimension", choices=judge_dims)
-        dims = [judge_dims[0] if judge_dims else None]
-    else:
-        dims = [None]
+    dims = _dimensions(dimension, human_dims, judgments.dims if judgments is not None else None, scale)
 
     if human_dims:
         human_dim_keys = human["dimension"].astype(str).str.strip().str.lower()
@@ -139,17 +107,69 @@ def agreement_report(
                 jr = leave_out(jr, sources, excluded.get(jr.name, ()))
             blocks.append(judge_block(jr, mat, hblock, scale=scale, dim=dim, labels=labels, boot=boot))
             notes.extend(unscored_note(jr))
-    for b in blocks:
-        if b.n_items < SMALL_N:
-            what = "sources" if unit == "model" else "paired units"
-            notes.append(f"small n: {b.name}{f' ({b.dimension})' if b.dimension else ''} rests on {b.n_items} {what} "
-                         f"(fewer than {SMALL_N}): read its agreement figures as rough")  # fmt: skip
+    notes.extend(_small_n_notes(blocks, unit))
     if leave_own_model_out:
         for name, left in excluded.items():
             notes.append(f"{name}: own-family source(s) left out: {', '.join(left) if left else 'none found'}")
     return AgreementReport(
         bool(scale), headline, tuple(blocks), tuple(dict.fromkeys(notes)), unit, bool(leave_own_model_out)
     )
+
+
+def _checked_human(human: pd.DataFrame, scale: bool | None, unit: str) -> tuple[pd.DataFrame, bool]:
+    """The human labels checked, with their values as numbers (a scale) or as label text, and whether they are
+    a scale (``scale`` None: numeric values are)."""
+    if unit not in UNITS:
+        raise InputError(f"unknown unit of analysis {unit!r}", field="unit", choices=UNITS)
+    for col in ("id", "rater", "value"):
+        if col not in human.columns:
+            raise InputError(f"human labels lack the {col!r} column", field=col)
+    if human.empty:
+        raise InputError("no human labels", field="value")
+    numeric = pd.api.types.is_numeric_dtype(human["value"])
+    if scale is None:
+        scale = bool(numeric)
+    elif scale and not numeric:
+        try:
+            human = human.assign(value=pd.to_numeric(human["value"]))
+        except (TypeError, ValueError):
+            raise InputError("scale=True but the human values are not all numbers", field="value") from None
+    if not scale and unit == "model":
+        raise InputError(
+            "unit 'model' compares each response source's mean human score with its mean judge score, so it "
+            "needs numeric scores; these human values are labels (use unit 'item')",
+            field="unit",
+        )
+    if not scale:
+        human = human.assign(value=[label_text(v) for v in human["value"]])
+    return human, scale
+
+
+def _dimensions(
+    dimension: str | None, human_dims: list[str], judge_dims: list[str] | None, scale: bool
+) -> list[str | None]:
+    """The dimensions to report: the one asked for, else the humans' own, else (scores given judgments) the
+    judges' only one; None stands for a table without dimensions. ``judge_dims`` is None without judgments."""
+    if dimension is not None:
+        return [dimension]
+    if human_dims:
+        return list(human_dims)
+    if judge_dims is not None and scale:
+        if len(judge_dims) > 1:
+            raise InputError("the judgments score several dimensions: pick one", field="dimension", choices=judge_dims)
+        return [judge_dims[0] if judge_dims else None]
+    return [None]
+
+
+def _small_n_notes(blocks: Sequence[Block], unit: str) -> list[str]:
+    """A warning for each block that rests on fewer than SMALL_N items (or sources)."""
+    what = "sources" if unit == "model" else "paired units"
+    return [
+        f"small n: {b.name}{f' ({b.dimension})' if b.dimension else ''} rests on {b.n_items} {what} "
+        f"(fewer than {SMALL_N}): read its agreement figures as rough"
+        for b in blocks
+        if b.n_items < SMALL_N
+    ]
 
 
 def _same_family() -> Callable[[str, str], bool]:
