@@ -173,71 +173,78 @@ class _SecurityHeaders(BaseHTTPMiddleware):
         return response
 
 
-def create_app(study: Study) -> Starlette:
-    """The rating app of one open study (tests call it through Starlette's TestClient)."""
-    env = Environment(loader=PackageLoader("mheval.annotate", "templates"), autoescape=select_autoescape(["j2"]))
-    sessions: dict[str, Session] = {}
-    lock = threading.Lock()  # the study's SQLite connection is shared by the server's threads
+class _RatingPages:
+    """The pages and the answer endpoint of one open study's rating app, with what they share: the study (its
+    SQLite connection is shared by the server's threads, hence the lock), each rater's session counts and the
+    templates."""
 
-    def page(name: str, language: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = env.get_template(name).render(t=TEXT[language], lang=language, **context)
+    def __init__(self, study: Study) -> None:
+        self.study = study
+        self.env = Environment(
+            loader=PackageLoader("mheval.annotate", "templates"), autoescape=select_autoescape(["j2"])
+        )
+        self.sessions: dict[str, Session] = {}
+        self.lock = threading.Lock()
+
+    def page(self, name: str, language: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(t=TEXT[language], lang=language, **context)
         return HTMLResponse(html, status_code=status)
 
-    def rater_of(request: Request) -> str | None:
-        with lock:
-            return study.rater_for(request.path_params["token"])
+    def rater_of(self, request: Request) -> str | None:
+        with self.lock:
+            return self.study.rater_for(request.path_params["token"])
 
-    def forbidden() -> HTMLResponse:
-        return page("message.html.j2", "en", 403, message=TEXT["en"]["forbidden"], lines=())
+    def forbidden(self) -> HTMLResponse:
+        return self.page("message.html.j2", "en", 403, message=TEXT["en"]["forbidden"], lines=())
 
-    def language_of(rater: str) -> str:
-        with lock:
-            queue = study.queue(rater)
-            view = study.view(rater, queue[0]) if queue else None
+    def language_of(self, rater: str) -> str:
+        with self.lock:
+            queue = self.study.queue(rater)
+            view = self.study.view(rater, queue[0]) if queue else None
         return view.language if view else "en"
 
-    def next_unit(rater: str, after: str | None = None) -> str | None:
+    def next_unit(self, rater: str, after: str | None = None) -> str | None:
         """The first unit not fully answered, after `after` in the rater's order (wrapping around)."""
-        with lock:
-            queue = study.queue(rater)
+        with self.lock:
+            queue = self.study.queue(rater)
             start = queue.index(after) + 1 if after in queue else 0
             for uid in queue[start:] + queue[:start]:
-                if not study.complete(rater, uid):
+                if not self.study.complete(rater, uid):
                     return uid
         return None
 
-    async def welcome(request: Request) -> Response:
-        rater = rater_of(request)
+    async def welcome(self, request: Request) -> Response:
+        rater = self.rater_of(request)
         if rater is None:
-            return forbidden()
+            return self.forbidden()
         token = request.path_params["token"]
-        first = next_unit(rater)
+        first = self.next_unit(rater)
         target = f"/r/{token}/u/{first}" if first else f"/r/{token}/done"
-        lang = language_of(rater)
-        return page("welcome.html.j2", lang, lines=warning_lines_for(lang), start=target)
+        lang = self.language_of(rater)
+        return self.page("welcome.html.j2", lang, lines=warning_lines_for(lang), start=target)
 
-    async def unit(request: Request) -> Response:
-        rater = rater_of(request)
+    async def unit(self, request: Request) -> Response:
+        rater = self.rater_of(request)
         if rater is None:
-            return forbidden()
+            return self.forbidden()
         token, uid = request.path_params["token"], request.path_params["unit"]
-        session = sessions.setdefault(rater, Session())
-        with lock:
-            view = study.view(rater, uid)
+        session = self.sessions.setdefault(rater, Session())
+        with self.lock:
+            view = self.study.view(rater, uid)
             if view is None:
-                return page("message.html.j2", "en", 404, message="No such unit for this link.", lines=())
-            answers = study.answers(rater, uid)
-            queue = study.queue(rater)
-            done, total = study.progress(rater)
+                return self.page("message.html.j2", "en", 404, message="No such unit for this link.", lines=())
+            answers = self.study.answers(rater, uid)
+            queue = self.study.queue(rater)
+            done, total = self.study.progress(rater)
         lang = view.language
         if len(session.rated) >= SESSION_CAP and uid not in session.rated:
-            return page("message.html.j2", lang, message=TEXT[lang]["cap"].format(n=len(session.rated)), lines=())
+            return self.page("message.html.j2", lang, message=TEXT[lang]["cap"].format(n=len(session.rated)), lines=())
         if session.since_break >= BREAK_EVERY:
             session.since_break = 0
             message = TEXT[lang]["break"].format(n=BREAK_EVERY)
-            return page("message.html.j2", lang, message=message, lines=(), go=f"/r/{token}/u/{uid}")
+            return self.page("message.html.j2", lang, message=message, lines=(), go=f"/r/{token}/u/{uid}")
         i = queue.index(uid)
-        return page(
+        return self.page(
             "unit.html.j2",
             lang,
             view=view,
@@ -248,8 +255,8 @@ def create_app(study: Study) -> Starlette:
             progress=TEXT[lang]["progress"].format(done=done, total=total),
         )
 
-    async def answer(request: Request) -> Response:
-        rater = rater_of(request)
+    async def answer(self, request: Request) -> Response:
+        rater = self.rater_of(request)
         if rater is None:
             return JSONResponse({"error": "forbidden"}, status_code=403)
         raw = await _read_capped(request, MAX_ANSWER_BYTES)
@@ -257,42 +264,46 @@ def create_app(study: Study) -> Starlette:
             return JSONResponse({"error": f"an answer is at most {MAX_ANSWER_BYTES // 1024} KB"}, status_code=413)
         try:
             fields = answer_fields(raw)
-            with lock:
-                study.save_answer(rater, **fields)
-                complete = study.complete(rater, fields["unit_id"])
-                done, total = study.progress(rater)
+            with self.lock:
+                self.study.save_answer(rater, **fields)
+                complete = self.study.complete(rater, fields["unit_id"])
+                done, total = self.study.progress(rater)
         except InputError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         uid = fields["unit_id"]
         if complete:
-            session = sessions.setdefault(rater, Session())
+            session = self.sessions.setdefault(rater, Session())
             if uid not in session.rated:
                 session.rated.add(uid)
                 session.since_break += 1
-        following = next_unit(rater, uid)
+        following = self.next_unit(rater, uid)
         return JSONResponse({"complete": complete, "done": done, "total": total,
                              "next": f"/r/{request.path_params['token']}/u/{following}" if following
                              else f"/r/{request.path_params['token']}/done"})  # fmt: skip
 
-    async def finished(request: Request) -> Response:
-        rater = rater_of(request)
+    async def finished(self, request: Request) -> Response:
+        rater = self.rater_of(request)
         if rater is None:
-            return forbidden()
-        lang = language_of(rater)
-        return page("message.html.j2", lang, message=TEXT[lang]["done"], lines=warning_lines_for("en"))
+            return self.forbidden()
+        lang = self.language_of(rater)
+        return self.page("message.html.j2", lang, message=TEXT[lang]["done"], lines=warning_lines_for("en"))
 
-    async def root(request: Request) -> Response:
-        return forbidden()
+    async def root(self, request: Request) -> Response:
+        return self.forbidden()
 
+
+def create_app(study: Study) -> Starlette:
+    """The rating app of one open study (tests call it through Starlette's TestClient)."""
+    pages = _RatingPages(study)
     static = StaticFiles(directory=str(resources.files("mheval.annotate").joinpath("static")))
     routes = [
-        Route("/", root),
+        Route("/", pages.root),
         Route("/favicon.ico", lambda r: Response(status_code=204)),
-        Route("/r/{token}/", welcome),
+        Route("/r/{token}/", pages.welcome),
         Route("/r/{token}", lambda r: RedirectResponse(f"/r/{r.path_params['token']}/")),
-        Route("/r/{token}/u/{unit}", unit),
-        Route("/r/{token}/answer", answer, methods=["POST"]),
-        Route("/r/{token}/done", finished),
+        Route("/r/{token}/u/{unit}", pages.unit),
+        Route("/r/{token}/answer", pages.answer, methods=["POST"]),
+        Route("/r/{token}/done", pages.finished),
         Mount("/static", static, name="static"),
     ]
     return Starlette(routes=routes, middleware=[Middleware(_SecurityHeaders)])
