@@ -152,7 +152,6 @@ def decide_triage(
     labels: Sequence[str],
     threshold: float | None,
     risk: RiskScreen,
-    open_threshold: float | None = None,
     gate: GateReading | None = None,
 ) -> int:
     """The label index triage gives, from the classifier's probabilities and the screen.
@@ -162,9 +161,8 @@ def decide_triage(
     2. Otherwise, when framing or talk about others was seen: no crisis unless the lexicon finds one in
        the user's own words, and a severe label only with a severe cue there. With idioms (read
        plainly by the classifier) and no lexicon cue, only a severe label of `IDIOM_CONFIDENCE`.
-    3. Otherwise p(SI) + p(SH) at or above `open_threshold`, or at or above `threshold` when the lexicon
-       saw a severe cue in the user's own words (`risk.severe_cue`), gives the likelier of the two;
-       else plain argmax.
+    3. Otherwise p(SI) + p(SH) at or above `threshold`, when the lexicon saw a severe cue in the user's
+       own words (`risk.severe_cue`), gives the likelier of the two; else plain argmax.
     With `gate` (crisis_gate.py), a probability below its `veto` gives no crisis before steps 2 and 3,
     and one below its `floor_veto` before step 1 too: the findings are cue lists, and a cue list may
     not decide alone.
@@ -193,7 +191,6 @@ def decide_triage(
         masked[severe] = -1.0
         return int(masked.argmax())
     mass = proba[severe].sum()
-    gated = threshold is not None and risk.severe_cue and mass >= threshold
-    if gated or (open_threshold is not None and mass >= open_threshold):
+    if threshold is not None and risk.severe_cue and mass >= threshold:
         return severe[int(proba[severe].argmax())]
     return best
