@@ -362,7 +362,7 @@ def test_open_models_closes_sessions(fake_openai: FakeOpenAI) -> None:
     async def main() -> list[Any]:
         async with open_models([f"test/a@{fake_openai.base_url}", f"test/b@{fake_openai.base_url}"]) as models:
             texts = [(await m.complete(HELLO)).text for m in models]
-            sessions = [m._session for m in models]  # type: ignore[attr-defined]
+            sessions = [m._client.session for m in models]  # type: ignore[attr-defined]
         assert all(s is not None and s.closed for s in sessions)
         return texts
 

@@ -48,7 +48,6 @@ recorded as failed with the reason. Retrying a turn of a stateful app may show i
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -74,6 +73,7 @@ from mheval.models.limits import (
     is_retryable_status,
     parse_retry_after,
 )
+from mheval.models.loop_client import LoopClient
 from mheval.models.openai_compat import MAX_BODY_BYTES, _read_capped
 from mheval.models.spec import URL_CREDENTIALS
 from mheval.yamlio import compose_yaml, read_yaml_file
@@ -284,9 +284,7 @@ class HttpTarget(OneCallSession):
         self.concurrency = concurrency
         self.timeout_s = self.app.timeout_s or timeout_s
         self.retry = retry or RetryPolicy()
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._limiter: EndpointLimiter | None = None
+        self._client = LoopClient()
 
     def __repr__(self) -> str:
         return f"HttpTarget({self.name!r}, url={self.app.url!r})"
@@ -299,22 +297,12 @@ class HttpTarget(OneCallSession):
         return HttpSession(self, key)
 
     def _open(self) -> tuple[aiohttp.ClientSession, EndpointLimiter]:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            self._loop = loop
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.concurrency),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-            )
-            self._limiter = endpoint_limiter(self.app.url.split("?")[0], self.concurrency)
-        assert self._limiter is not None
-        return self._session, self._limiter
+        return self._client.open(
+            self.concurrency, self.timeout_s, lambda: endpoint_limiter(self.app.url.split("?")[0], self.concurrency)
+        )
 
     async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
-        self._limiter = None
+        await self._client.close()
 
     def headers(self, session_id: str | None) -> tuple[dict[str, str], list[str]]:
         """The request's headers with ${NAME} read now, and the secret values (to scrub from errors)."""

@@ -54,6 +54,7 @@ from mheval.models.limits import (
     parse_retry_after,
     run_with_retry,
 )
+from mheval.models.loop_client import LoopClient
 from mheval.models.spec import ModelSpec
 from mheval.records import Usage
 
@@ -163,9 +164,7 @@ class OpenAICompatModel:
         self.context = context or RunContext()
         self._own_bucket = tpm if isinstance(tpm, TokenBucket) else TokenBucket(tpm) if tpm else None
         self._url = spec.base_url + "/chat/completions"
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._limiter: EndpointLimiter | None = None
+        self._client = LoopClient()
         self._mode = 0  # index into STRUCTURED_MODES of the best shape not known to be refused
         self._worked: set[str] = set()
 
@@ -178,22 +177,16 @@ class OpenAICompatModel:
         return STRUCTURED_MODES[self._mode]
 
     def _open(self) -> tuple[aiohttp.ClientSession, EndpointLimiter]:
-        loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._loop is not loop:
-            # A new loop (say, a second asyncio.run) cannot use the old loop's session: start afresh.
-            self._loop = loop
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.concurrency),
-                timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-            )
-            self._limiter = endpoint_limiter(self.endpoint, self.concurrency, adaptive=self.adaptive)
-        assert self._limiter is not None
-        return self._session, self._limiter
+        return self._client.open(
+            self.concurrency,
+            self.timeout_s,
+            lambda: endpoint_limiter(self.endpoint, self.concurrency, adaptive=self.adaptive),
+        )
 
     @property
     def limiter(self) -> EndpointLimiter | None:
         """The endpoint's limiter in the current loop (None before the first call)."""
-        return self._limiter
+        return self._client.limiter
 
     @property
     def token_bucket(self) -> TokenBucket | None:
@@ -201,10 +194,7 @@ class OpenAICompatModel:
         return self._own_bucket or self.context.bucket(self.name)
 
     async def aclose(self) -> None:
-        if self._session is not None and self._loop is asyncio.get_running_loop():
-            await self._session.close()
-        self._session = None
-        self._limiter = None
+        await self._client.close()
 
     def chat_body(
         self, messages: list[Message], *, temperature: float, max_tokens: int, seed: int | None
