@@ -82,6 +82,14 @@ class _Lenient:
         self.truncated = False
         self.depth = 0
 
+    def _cut(self, i: int) -> bool:
+        """Whether the text ends at `i` where more was due: the output was cut off, so the result is marked
+        truncated."""
+        if i < self.n:
+            return False
+        self.truncated = True
+        return True
+
     def ws(self, i: int) -> int:
         while i < self.n and (self.s[i].isspace() or self.s[i] == "\ufeff"):
             i += 1
@@ -93,8 +101,7 @@ class _Lenient:
         i += 1
         while True:
             i = self.ws(i)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             c = s[i]
             if c == "}":
@@ -112,14 +119,12 @@ class _Lenient:
                     return out, i  # not an object key: the object ends here, unclosed
                 key, i = match.group().strip(), match.end()
             i = self.ws(i)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             if s[i] not in ":：=":
                 return out, i
             i = self.ws(i + 1)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             value, i = self.value(i)
             if value is _INCOMPLETE:
@@ -127,8 +132,7 @@ class _Lenient:
             if value is not _NOTHING:
                 out[key] = value
             i = self.ws(i)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             if s[i] in ",}":
                 continue
@@ -142,8 +146,7 @@ class _Lenient:
         i += 1
         while True:
             i = self.ws(i)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             if s[i] == "]":
                 return out, i + 1
@@ -156,8 +159,7 @@ class _Lenient:
             if value is not _NOTHING:
                 out.append(value)
             i = self.ws(i)
-            if i >= self.n:
-                self.truncated = True
+            if self._cut(i):
                 return out, i
             if s[i] in ",]" or s[i] in _OPEN_QUOTES:
                 continue
@@ -178,8 +180,7 @@ class _Lenient:
         match = _NUMBER_RE.match(s, i)
         if match:
             end = match.end()
-            if end >= self.n:
-                self.truncated = True
+            if self._cut(end):
                 return _INCOMPLETE, end
             if not (s[end].isalpha() or s[end] in "/_"):
                 text = match.group()
@@ -187,8 +188,7 @@ class _Lenient:
         for word, literal in _LITERALS.items():
             if s.startswith(word, i):
                 end = i + len(word)
-                if end >= self.n:
-                    self.truncated = True
+                if self._cut(end):
                     return _INCOMPLETE, end
                 if not (s[end].isalnum() or s[end] == "_"):
                     return literal, end
@@ -196,8 +196,7 @@ class _Lenient:
         if match is None:
             return _NOTHING, i
         end = match.end()
-        if end >= self.n:
-            self.truncated = True
+        if self._cut(end):
             return _INCOMPLETE, end
         return match.group().strip(), end
 
