@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import socket
-import time
 import urllib.request
 from pathlib import Path
 
@@ -133,13 +132,16 @@ def test_sync_start_stop_leaves_no_process_and_no_port() -> None:
 
 
 def test_start_stop_in_a_row_never_hangs() -> None:
-    """xllamacpp's own shutdown can hang; the child process is stopped without it, every time."""
+    """xllamacpp's own shutdown can hang; the child process is stopped without it, every time: it leaves by
+    itself (exit 0) when its stdin closes, never by the kill `stop` falls back on after 10 s. (The exit code,
+    not the seconds `stop` took: those depend on how busy the machine is.)"""
     for _ in range(5):
         server = LocalServer(slots=1, threads=1)
         server.start()
-        began = time.monotonic()
+        proc = server.process
+        assert proc is not None
         server.stop()
-        assert time.monotonic() - began < 5
+        assert proc.returncode == 0, f"the server did not leave on its own (exit {proc.returncode})"
 
 
 def test_unloadable_runtime_names_the_alternative(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
