@@ -6,6 +6,7 @@ and multi-turn; faults become failed replies with their reason, never a crash; s
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import urllib.request
@@ -20,6 +21,7 @@ import mheval
 from fake_app import FakeApp, app_yaml
 from fake_openai import FakeOpenAI, respond
 from mheval.errors import InputError
+from mheval.models import http_target, python_target
 from mheval.models.http_target import HttpTarget, load_app
 from mheval.models.limits import RetryPolicy
 from mheval.models.python_target import PythonTarget
@@ -212,7 +214,17 @@ async def slow(messages):
     return "too late"
 
 
-def test_python_target_faults_are_failed_replies_with_their_reason(tmp_path, app):
+@pytest.fixture
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Targets a run opens retry as usual (6 attempts) without waiting between them: the tests below count
+    attempts and read the reasons, and the backoff (several seconds of jittered waits here) has its own tests
+    (tests/test_client.py)."""
+    instant = functools.partial(RetryPolicy, base_s=0.0)
+    monkeypatch.setattr(python_target, "RetryPolicy", instant)
+    monkeypatch.setattr(http_target, "RetryPolicy", instant)
+
+
+def test_python_target_faults_are_failed_replies_with_their_reason(tmp_path, app, no_backoff):
     CALLS["n"] = 0
     cases = [{"id": "a", "text": "I can't go on like this."}]
     result = mheval.evaluate(cases=cases, models=[flaky, broken, slow], judges=["offline"],
@@ -273,7 +285,7 @@ def test_http_faults_retry_like_model_calls_and_end_in_a_reason(tmp_path, app):
     assert gone.kind == "connection"
 
 
-def test_http_faults_in_a_run_are_unscored_not_a_crash(tmp_path, app):
+def test_http_faults_in_a_run_are_unscored_not_a_crash(tmp_path, app, no_backoff):
     app.script(*["500"] * 6)
     spec = _yaml(tmp_path, app_yaml(app.url))
     cases = [{"id": "a", "text": "I feel numb."}]
