@@ -59,6 +59,9 @@ def _nodes_seen(run_dir: Path) -> set[str]:
     return {json.loads(r[0])["text"].split("]")[0].lstrip("[") for r in rows if json.loads(r[0]).get("text")}
 
 
+# No bound on the seconds the run takes (they follow the machine's load): a run that never gives the lost node's
+# chunks to the survivor hangs, and this timeout fails it.
+@pytest.mark.timeout(300)
 def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatch):
     from ray._private import ray_constants
     from ray.cluster_utils import Cluster
@@ -71,7 +74,6 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
     monkeypatch.setenv("MHEVAL_TEST_NODE_KILLED", str(killed_flag))  # the nodes' processes inherit it
     tests = str(Path(__file__).parent)  # the workers import this module for the python: target
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p))
-    started = time.monotonic()
     # Every node on the loopback address: nothing of the cluster listens on or calls another interface.
     small = {"num_cpus": 1, "object_store_memory": 80 << 20, "node_ip_address": "127.0.0.1"}
     # The head (GCS) declares a node dead after health_check_failure_threshold missed checks, one every
@@ -133,7 +135,6 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
         survivor = sum(1 for r in responses if r.text and workers[0].node_id in r.text)
         assert survivor > UNITS // 2, "the surviving node did the rest, the killed node's unfinished chunks too"
         assert result.counts["responses"] == UNITS
-        assert time.monotonic() - started < 150
     finally:
         ray.shutdown()
         cluster.shutdown()
