@@ -103,6 +103,12 @@ def judging_inputs(
     return inputs
 
 
+OFFLINE_READS = ("judges/offline", "resources", "textscan.py")
+"""What decides an offline judgment, under src/mheval: its models, cue lists and code, the crisis-line table
+(a line of the person's country raises the level) and the text tables the cue lists are matched through
+(traditional-to-simplified folding, CJK ranges)."""
+
+
 def judge_digest(name: str, config: RunConfig) -> str:
     """A judge's identity: its files for the offline and trained judges (a rebuilt model judges anew),
     its model spec and judging parameters for an LLM judge; with --redact, also the masking's code, since
@@ -122,7 +128,8 @@ def _judge_digest(name: str, config: RunConfig) -> str:
     from mheval.judges import OFFLINE, is_finetuned_folder, is_model_file
 
     if name == OFFLINE or name.startswith(OFFLINE + ":"):
-        return digest([name, _tree_digest(Path(__file__).resolve().parent.parent / "judges" / "offline")])
+        package = Path(__file__).resolve().parent.parent
+        return digest([name, *(_tree_digest(package / part) for part in OFFLINE_READS)])
     if is_model_file(name) or is_finetuned_folder(name):
         path = Path(name)
         return digest([name, _tree_digest(path) if path.is_dir() else _file_digest(path)])
@@ -157,6 +164,9 @@ def _file_digest(path: Path) -> str:
 
 
 def _tree_digest(root: Path) -> str:
+    """The digest of a folder's files (or of one file), by their paths under it and their contents."""
+    if root.is_file():
+        return digest([[root.name, _file_digest(root)]])
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     return digest([[str(p.relative_to(root)), _file_digest(p)] for p in files])
 
