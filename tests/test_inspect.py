@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,23 @@ def suite_file(tmp_path: Path) -> str:
     return f"jsonl:{path}"
 
 
+# A dummy key, nothing sent through a proxy, and no control server (Inspect's socket for `inspect ctl`, which a
+# test has no use for); OPENAI_BASE_URL is unset.
+INSPECT_ENV = {
+    "INSPECT_EVAL_CTL_SERVER": "false",
+    "INSPECT_DISPLAY": "none",
+    "OPENAI_API_KEY": "dummy-key-for-loopback",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+
+
 @pytest.fixture
 def inspect_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """A dummy key, the logs in tmp, nothing sent through a proxy, and no control server (Inspect's socket
-    for `inspect ctl`, which a test has no use for)."""
+    """INSPECT_ENV in this process, and the logs in tmp."""
     logs = tmp_path / "logs"
-    monkeypatch.setenv("INSPECT_EVAL_CTL_SERVER", "false")
-    monkeypatch.setenv("INSPECT_DISPLAY", "none")
-    monkeypatch.setenv("OPENAI_API_KEY", "dummy-key-for-loopback")
+    for name, value in INSPECT_ENV.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("INSPECT_LOG_DIR", str(logs))
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     yield logs
 
@@ -390,19 +398,54 @@ def test_appropriateness_takes_the_rubric_row_of_the_gold_label(fake_openai: Fak
     assert m["appropriateness"]["mean"] == 3.0 and m["appropriateness"]["unscored"] == 1
 
 
-def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, suite_file: str, tmp_path: Path) -> None:
-    """`inspect eval mheval/crisis_task` in a subprocess, found through the package's entry point."""
-    names = {ep.name for ep in entry_points(group="inspect_ai")}
-    assert "mheval" in names, "the inspect_ai entry point is missing: reinstall mheval (pip install -e .)"
-    fake_openai.default = respond(_responder)
-    inspect_bin = Path(sys.executable).with_name("inspect")
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
-    cmd = [str(inspect_bin), "eval", "mheval/crisis_task", "--model", "openai/gpt-4o-mini",
-           "--model-base-url", fake_openai.base_url, "--log-dir", str(inspect_env), "--log-format", "json",
-           "-T", f"suite={suite_file}", "-T", "protocol=psycrisis,crisis-triage", "-T", "limit=3"]  # fmt: skip
+@dataclass(frozen=True)
+class CommandLineEval:
+    """What one `inspect eval` in a subprocess left: its log, the paths the loopback server was asked, the
+    command as run and the folder it ran in."""
+
+    log_path: Path
+    paths: list[str]
+    cmd: list[str]
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def command_line_eval(tmp_path_factory: pytest.TempPathFactory, _fake_openai_server: FakeOpenAI) -> CommandLineEval:
+    """The line docs/inspect.md gives for a server that has only chat completions (a model name for which
+    Inspect's openai provider picks the Responses API, and the flag that keeps it on chat completions), run as
+    written in a subprocess, with the task found by the package's entry point as `mheval/crisis_task`. Run once
+    for the module: two tests read what it left (an interpreter that imports Inspect and loads the offline
+    judge is most of this file's time)."""
+    server, folder = _fake_openai_server, tmp_path_factory.mktemp("command-line")
+    server.reset()
+    server.default = respond(_responder)
+    suite = folder / "cases.jsonl"
+    suite.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in CASES) + "\n", encoding="utf-8")
+    logs = folder / "logs"
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+    env.update(INSPECT_ENV, INSPECT_LOG_DIR=str(logs), XDG_DATA_HOME=str(folder / "xdg"))
+    line = (f"inspect eval mheval/crisis_task --model openai/gpt-5-mini --model-base-url {server.base_url} "
+            "-M responses_api=false")  # fmt: skip
+    assert line.replace(server.base_url, "http://127.0.0.1:PORT/v1") in (DOCS / "inspect.md").read_text()
+    cmd = [*line.split(), "--log-dir", str(logs), "--log-format", "json",
+           "-T", f"suite=jsonl:{suite}", "-T", "protocol=psycrisis,crisis-triage", "-T", "limit=3"]  # fmt: skip
+    cmd[0] = str(Path(sys.executable).with_name("inspect"))
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    [path] = list(inspect_env.glob("*.json"))
+    [path] = list(logs.glob("*.json"))
+    paths = [r.path for r in server.requests]
+    server.reset()
+    return CommandLineEval(path, paths, cmd, folder)
+
+
+def test_inspect_eval_command_line(
+    command_line_eval: CommandLineEval, fake_openai: FakeOpenAI, inspect_env: Path
+) -> None:
+    """`inspect eval mheval/crisis_task` in a subprocess, found through the package's entry point, then
+    `inspect score` with mheval's scorer by its registered name."""
+    names = {ep.name for ep in entry_points(group="inspect_ai")}
+    assert "mheval" in names, "the inspect_ai entry point is missing: reinstall mheval (pip install -e .)"
+    path = command_line_eval.log_path
     log = read_eval_log(str(path))
     assert log.status == "success" and log.eval.task == "mheval/crisis_task"
     assert log.samples is not None and [str(s.id) for s in log.samples] == ["a", "b", "c"]
@@ -423,12 +466,13 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
     from click.testing import CliRunner
     from inspect_ai._cli.main import inspect as inspect_cli
 
-    rescored = tmp_path / "rescored.json"
+    fake_openai.default = respond(_responder)
+    rescored = command_line_eval.folder / "rescored.json"
     args = ["score", str(path), "--scorer", "mheval/psycrisis",
             "-S", f"judge=vllm/judge@{fake_openai.base_url}", "--action", "overwrite",
             "--output-file", str(rescored), "--display", "none"]  # fmt: skip
-    scored = CliRunner().invoke(inspect_cli, args, env={"XDG_DATA_HOME": env["XDG_DATA_HOME"]},
-                                auto_envvar_prefix="INSPECT")  # fmt: skip
+    env = {"XDG_DATA_HOME": str(command_line_eval.folder / "xdg")}
+    scored = CliRunner().invoke(inspect_cli, args, env=env, auto_envvar_prefix="INSPECT")
     assert scored.exit_code == 0, f"{scored.output[-2000:]}{scored.exception!r}"
     log = read_eval_log(str(rescored))
     assert log.samples is not None
@@ -439,24 +483,13 @@ def test_inspect_eval_command_line(fake_openai: FakeOpenAI, inspect_env: Path, s
 
 
 def test_documented_command_line_against_an_openai_compatible_server(
-    fake_openai: FakeOpenAI, inspect_env: Path, suite_file: str, tmp_path: Path
+    command_line_eval: CommandLineEval, fake_openai: FakeOpenAI, inspect_env: Path, suite_file: str
 ) -> None:
-    """The line docs/inspect.md gives for a server that has only chat completions, run as written (a model
-    name for which Inspect's openai provider picks the Responses API), and the metric names in its log."""
-    fake_openai.default = respond(_responder)
-    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}
-    line = (f"inspect eval mheval/crisis_task --model openai/gpt-5-mini --model-base-url {fake_openai.base_url} "
-            "-M responses_api=false")  # fmt: skip
-    assert line.replace(fake_openai.base_url, "http://127.0.0.1:PORT/v1") in (DOCS / "inspect.md").read_text()
-    cmd = [*line.split(), "--log-dir", str(inspect_env), "--log-format", "json",
-           "-T", f"suite={suite_file}", "-T", "protocol=psycrisis,crisis-triage", "--limit", "2"]  # fmt: skip
-    cmd[0] = str(Path(sys.executable).with_name("inspect"))
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert all(r.path.endswith("/chat/completions") for r in fake_openai.requests)
-    [path] = list(inspect_env.glob("*.json"))
-    log = read_eval_log(str(path))
-    assert log.status == "success" and log.samples is not None and len(log.samples) == 2
+    """The documented line for a server with only chat completions: every call on /v1/chat/completions, and
+    the metric names in its log."""
+    assert command_line_eval.paths and all(p.endswith("/chat/completions") for p in command_line_eval.paths)
+    log = read_eval_log(str(command_line_eval.log_path))
+    assert log.status == "success" and log.samples is not None and len(log.samples) == 3
     assert log.results is not None
     names = {(s.scorer, s.name): set(s.metrics) for s in log.results.scores}
     psy = load_protocol("psycrisis")
@@ -467,15 +500,15 @@ def test_documented_command_line_against_an_openai_compatible_server(
     assert ("psycrisis", "psycrisis/total") in names and ("crisis-triage", "crisis-triage/agrees_with_gold") in names
 
     # Without the flag the same server answers 404 on /v1/responses: the reason the docs give the flag. The
-    # same model, base URL and task as the line, without its -M, through Inspect's Python API in this process
-    # (the command line itself ran above; a second interpreter would only import Inspect again).
-    fake_openai.reset()
+    # same model and task as the line, without its -M, through Inspect's Python API in this process (the
+    # command line itself ran in the fixture; a second interpreter would only import Inspect again).
     fake_openai.default = respond(_responder)
-    other = tmp_path / "other-logs"
-    model, base_url = cmd[cmd.index("--model") + 1], cmd[cmd.index("--model-base-url") + 1]
+    cmd = command_line_eval.cmd
+    model = cmd[cmd.index("--model") + 1]
     [broken] = inspect_eval(
-        crisis_task(suite_file), model=model, model_base_url=base_url, log_dir=str(other), limit=1, display="none"
-    )
+        crisis_task(suite_file), model=model, model_base_url=fake_openai.base_url, log_dir=str(inspect_env), limit=1,
+        display="none",
+    )  # fmt: skip
     assert broken.status == "error" and "404" in str(broken.error)
 
 
