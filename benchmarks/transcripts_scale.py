@@ -1,7 +1,8 @@
 """Recorded conversations at scale: import a large synthetic log, then judge a slice of it offline.
 
     python benchmarks/transcripts_scale.py [--quick] [--n 10000] [--turns 20] [--judge-n 50]
-                                           [--rss-n 250 1000] [--rss-turns T] [--speeds offline:fast offline]
+                                           [--rss-n 250 1000] [--rss-turns T] [--rss-judge J]
+                                           [--speeds offline:fast offline]
 
 1. Writes a synthetic JSONL log of `--n` conversations of `--turns` exchanges (half English, half Chinese;
    everyday, non-graphic support talk generated from this file's own phrases, every turn distinct).
@@ -12,8 +13,9 @@
    (`offline:fast`, `offline`), each in a fresh interpreter whose judge is warmed on a one-conversation log
    first, so the figure is the steady rate (`replies_per_s`: replies of the slice over the seconds of its
    judging) and not the encoders' load time.
-4. Judges the first N conversations (each of `--rss-n`) with `offline:fast` in a fresh interpreter and
-   reports peak RSS: judging walks the conversations in chunks, so the figure should not grow with N.
+4. Judges the first N conversations (each of `--rss-n`) with `--rss-judge` (default `offline:fast`) in a fresh
+   interpreter and reports peak RSS: judging walks the conversations in chunks, so the figure should not grow
+   with N.
 
 Every step runs in its own interpreter (getrusage's ru_maxrss is per process). `machine.load_average_1m`
 says how busy the two cores were: compare figures taken at similar load only.
@@ -170,8 +172,11 @@ def judge_worker(log: str, warm: str, out: str, judge: str) -> dict[str, Any]:
     started = time.perf_counter()
     result = judge_transcripts(log, judges=judge, out=out)
     seconds = time.perf_counter() - started
+    from mheval.judges.offline import embed
     from mheval.runfolder.store import Store
 
+    # The encoders' thread count is chosen per call from the free cores (or fixed by MHEVAL_EMBED_THREADS).
+    threads = {kind: dict(sorted(enc.calls_by_threads.items())) for kind, enc in embed._ENCODERS.items()}
     with Store.open(out) as store:
         replies = store.count("exchanges")
         judgments = store.count("judgments")
@@ -185,6 +190,8 @@ def judge_worker(log: str, warm: str, out: str, judge: str) -> dict[str, Any]:
         "warm_up_seconds": round(warm_s, 1),
         "seconds": round(seconds, 1),
         "replies_per_s": round(replies / seconds, 2),
+        "encoder_calls_by_threads": threads,
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
         "baseline_rss_mb": round(baseline, 1),
         "peak_rss_mb": round(_rss_mb(), 1),
     }
@@ -199,9 +206,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, help="conversations in the log (default 10,000)")
     parser.add_argument("--turns", type=int, help="exchanges per conversation (default 20)")
     parser.add_argument("--judge-n", type=int, help="conversations judged per speed (default 50)")
-    parser.add_argument("--rss-n", type=int, nargs="*", help="conversation counts judged with offline:fast for RSS")
+    parser.add_argument("--rss-n", type=int, nargs="*", help="conversation counts judged with --rss-judge for RSS")
     parser.add_argument("--rss-turns", type=int, help="exchanges per conversation in the RSS runs (default --turns)")
     parser.add_argument("--speeds", nargs="*", default=["offline:fast", "offline"], help="judges timed")
+    parser.add_argument("--rss-judge", default="offline:fast", help="the judge of the --rss-n runs")
     parser.add_argument("--worker", choices=("import", "judge"), help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--warm", help=argparse.SUPPRESS)
@@ -244,7 +252,7 @@ def main() -> None:
             part = tmp / f"rss-{k}.jsonl"
             write_log(part, k, rss_turns)
             figures = run_worker(
-                SCRIPT, ["--worker", "judge", "--log", str(part), "--warm", str(warm), "--judge", "offline:fast",
+                SCRIPT, ["--worker", "judge", "--log", str(part), "--warm", str(warm), "--judge", args.rss_judge,
                          "--out", str(tmp / f"rss-{k}")], timeout=7200,
             )  # fmt: skip
             memory.append({"conversations": k, "turns": rss_turns, **figures})
@@ -253,7 +261,7 @@ def main() -> None:
             "benchmark": "transcripts_scale",
             "quick": args.quick,
             "workload": f"{n} conversations x {turns} turns (en and zh), judged: first {judge_n} per speed",
-            "machine": {**machine(), "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "2")},
+            "machine": {**machine(), "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "auto")},
             "log": {
                 "conversations": n,
                 "turns": turns,
