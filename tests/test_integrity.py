@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -262,20 +263,44 @@ def _run_command(server: FakeOpenAI, suite: str, out: Path) -> list[str]:
 
 
 def test_two_processes_on_one_folder_pay_each_call_once(tmp_path, fake_openai):
-    fake_openai.default = respond(keyword_judge, delay=0.02)
+    # The holder's first call is answered only once the other process has said it waits for the folder: the
+    # two then ran on one folder at once, however far apart a busy machine starts them (else the first could
+    # finish before the second looks). The 60 s is a hang guard: then the message check below fails.
+    waiting = threading.Event()
+
+    def answer_once_the_other_waits(body: dict) -> str:
+        waiting.wait(60)
+        return keyword_judge(body)
+
+    fake_openai.default = respond(answer_once_the_other_waits, delay=0.02)
     cases = [{"id": f"c{i:02d}", "text": f"Day {i}: tired and flat."} for i in range(30)]
     suite = _write_cases(tmp_path / "many.jsonl", cases)
     out = tmp_path / "shared"
     cmd = _run_command(fake_openai, suite, out)
     procs = [
-        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
         for _ in range(2)
     ]
-    results = [p.communicate(timeout=180) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], results
+    errs: list[list[str]] = [[], []]
+
+    def read(proc: subprocess.Popen, lines: list[str]) -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "is being written by" in line:
+                waiting.set()
+
+    readers = [threading.Thread(target=read, args=pair, daemon=True) for pair in zip(procs, errs, strict=True)]
+    for reader in readers:
+        reader.start()
+    codes = [p.wait(timeout=180) for p in procs]
+    for reader in readers:
+        reader.join(10)
+    results = ["".join(lines) for lines in errs]
+    assert codes == [0, 0], results
     assert fake_openai.calls == 90, "30 triage + 30 replies + 30 judgments, each paid once"
     # The holder's pid may not be written yet when the other looks ("being written by another process").
-    assert any("is being written by" in err for _, err in results), "the second process said it waited"
+    assert any("is being written by" in err for err in results), "the second process said it waited"
     with Store.open_existing(out) as store:
         assert store.count("responses") == 30 and store.count("judgments") == 60
 
