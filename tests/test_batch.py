@@ -139,10 +139,15 @@ def test_sigkill_while_the_job_runs_then_the_same_command_collects_that_job(tmp_
         "--quiet",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    while time.time() < deadline and not (fake_openai.batches and fake_openai.batches[0]["polls"] >= 2):
+    # Until the job is submitted and polled, however slowly a busy machine starts the process; the 240 s are a
+    # hang guard (a start-up on a loaded 2-core machine has taken over 60 s).
+    deadline = time.monotonic() + 240
+    polled = False
+    while time.monotonic() < deadline and not polled:
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         time.sleep(0.05)
+        polled = bool(fake_openai.batches) and fake_openai.batches[0]["polls"] >= 2
+    assert polled, "the job was not submitted and polled twice within 240 s"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
     with sqlite3.connect(out / "run.db") as con:

@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -171,7 +172,16 @@ def test_sigkill_mid_run_then_same_command_completes_exactly_once(tmp_path, fake
     ]
     suite = tmp_path / "many.jsonl"
     suite.write_text("".join(json.dumps(c) + "\n" for c in cases))
-    fake_openai.default = respond(judge_answer, delay=0.05)
+    # After 60 answers (of the 120 calls) the server holds every call until the kill below: the run cannot
+    # finish before the kill, however late a busy machine lets this test look at the folder.
+    held = threading.Event()
+
+    def answer_then_hold(body: dict) -> str:
+        if fake_openai.calls > 60:
+            held.wait(120)
+        return judge_answer(body)
+
+    fake_openai.default = respond(answer_then_hold, delay=0.05)
     out = tmp_path / "killed"
     cmd = [
         sys.executable,
@@ -195,20 +205,28 @@ def test_sigkill_mid_run_then_same_command_completes_exactly_once(tmp_path, fake
         "--quiet",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    db = out / "run.db"
-    while time.time() < deadline:
-        if db.exists():
-            try:
-                with sqlite3.connect(db) as con:
-                    n = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-            except sqlite3.Error:
-                n = 0
-            if n >= 10:
-                break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    try:
+        # Wait for the run to be under way, however slowly a busy machine starts it; the 240 s are a hang guard
+        # (a start-up on a loaded 2-core machine has taken over 60 s).
+        deadline = time.monotonic() + 240
+        db, n = out / "run.db", 0
+        while time.monotonic() < deadline and n < 10:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            if db.exists():
+                try:
+                    with sqlite3.connect(db) as con:
+                        n = con.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+                except sqlite3.Error:
+                    n = 0
+            time.sleep(0.05)
+        assert n >= 10, "the run stored no 10 replies within 240 s"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:  # a failed wait above
+            proc.kill()
+            proc.wait()
+        held.set()  # the server answers again (the killed run's held calls, then the resume)
     with Store.open_existing(out) as store:
         before = store.count("judgments") + store.count("responses")
     assert 0 < before < 120, "the kill should land mid-run"
