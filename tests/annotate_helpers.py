@@ -1,8 +1,13 @@
 """A small finished run to rate: EN and ZH cases, replies of two models, judged by the offline judge (no model
-calls), so studies have something real to plan over."""
+calls), so studies have something real to plan over; and a free port and a wait for the rating server that the
+tests start as a process."""
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
+import urllib.request
 from pathlib import Path
 
 import mheval
@@ -43,3 +48,24 @@ def build_run(folder: Path, protocols: tuple[str, ...] = ("crisis-triage", "psyc
     mheval.evaluate(cases=CASES, responses=responses, judges=["offline"], protocols=list(protocols), out=folder,
                     stages=("triage", "judge"))  # fmt: skip
     return folder
+
+
+def free_port() -> int:
+    """A port no other process holds now (a fixed formula collided with other tests' servers)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str) -> None:
+    """Until the server answers; fails at once if it exited (a hang is bounded at 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the rating server exited with {proc.returncode} before serving")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("the rating server did not answer within 60 s")

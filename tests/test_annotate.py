@@ -14,7 +14,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from sklearn.metrics import cohen_kappa_score
 from starlette.testclient import TestClient
 
 import mheval
-from annotate_helpers import MODELS, build_run
+from annotate_helpers import MODELS, build_run, free_port, wait_until_serving
 from mheval.annotate import Study, export_ratings, human_judgments, init_study, study_status
 from mheval.annotate.form import build_flow_form, build_form
 from mheval.annotate.server import HEADERS, create_app
@@ -302,10 +301,11 @@ def test_killed_server_restarts_with_every_answer_once(run_dir, tmp_path):
     s = init_study(folder, "psycrisis", ["ann"], overlap=1)
     queue = s.queue("ann")
     s.close()
-    port = 20000 + os.getpid() % 20000
 
     def start() -> tuple[subprocess.Popen[str], str]:
-        command = [sys.executable, "-m", "mheval", "annotate", "serve", str(folder), "--port", str(port)]
+        # A port free now (a port from the pid could be another test's), and waiting until the server answers,
+        # however slowly a busy machine starts it: 60 s are a hang guard.
+        command = [sys.executable, "-m", "mheval", "annotate", "serve", str(folder), "--port", str(free_port())]
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True
         )
@@ -313,13 +313,9 @@ def test_killed_server_restarts_with_every_answer_once(run_dir, tmp_path):
         link = ""
         while "http://" not in link:
             link = proc.stdout.readline()
+            assert link or proc.poll() is None, f"the rating server exited with {proc.poll()} before its link"
         url = link.split(": ", 1)[1].strip()
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_until_serving(proc, url)
         return proc, url
 
     def post(url: str, uid: str, question: str, value: str) -> None:

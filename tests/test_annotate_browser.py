@@ -15,39 +15,14 @@ import sqlite3
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from annotate_helpers import build_run
+from annotate_helpers import build_run, free_port, wait_until_serving
 from cli_inprocess import mheval
 from mheval.annotate import init_study, study_status
-
-
-def free_port() -> int:
-    """A port no other process holds now (a fixed formula collided with other tests' servers)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_until_serving(proc: subprocess.Popen, url: str) -> None:
-    """Until the server answers; fails at once if it exited (a hang is bounded at 60 s)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the rating server exited with {proc.returncode} before serving")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError("the rating server did not answer within 60 s")
-
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
