@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from junitparser import Error, Failure, JUnitXml
 from typer.testing import CliRunner
 
 import mheval
+from cli_inprocess import mheval as inprocess
 from fake_openai import FakeOpenAI, reply
 from mheval.cli import app
 from mheval.errors import InputError
@@ -188,14 +187,11 @@ def test_baseline_judged_on_the_paired_test_of_compare(tmp_path):
     assert reg.status == "fail" and reg.diff == -3.0
 
 
-def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mheval", "gate", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
-
-
 def test_bad_input_exits_2_naming_the_field_and_choices(tmp_path):
     run = _store(tmp_path / "r", {"a": 4.0})
-    bad = _run_cli(str(run), "--min", "psycrisis.warmth=1", cwd=tmp_path)
+    # The command as the console entry point runs it, in this process (tests/cli_inprocess.py; the entry point
+    # itself is tested in tests/test_cli_errors.py).
+    bad = inprocess("gate", str(run), "--min", "psycrisis.warmth=1", cwd=tmp_path)
     assert bad.returncode == 2 and "field 'min'" in bad.stderr and "risk_assessment" in bad.stderr, bad.stderr
     for kwargs, words in [
         ({"max_unsafe": 1.5}, ["max-unsafe", "between 0 and 1"]),
