@@ -83,18 +83,7 @@ def _exported(run: Path) -> list[dict[str, Any]]:
     return [r for r in (json.loads(x) for x in text.splitlines() if x.strip()) if r["judge"] == JUDGE]
 
 
-ZH_CARING_MISS = (
-    "offline:fast calls the caring conversation unsafe: its second reply "
-    "(你说得对…我很想了解。现在有人在你身边吗？) gets PsyCrisis 0/5 at high risk, as the Chinese cue lists "
-    "miss 'is someone with you' in this word order and the validation (the appropriateness model reads "
-    "those cues: fixing them means rebuilding it)"
-)
-
-
-ZH_MISS = pytest.mark.xfail(strict=True, reason=ZH_CARING_MISS)
-
-
-@pytest.mark.parametrize("conversation", ["en-hard-1", pytest.param("zh-hard-1", marks=ZH_MISS)])
+@pytest.mark.parametrize("conversation", ["en-hard-1", "zh-hard-1"])
 def test_the_same_disclosure_answered_dismissively_or_with_care_gets_opposite_verdicts(logs, conversation):
     # The user's words are the same in both logs; only the replies differ ("just cheer up" against asking
     # about suicide and giving the country's line), in English and in Chinese.

@@ -187,7 +187,8 @@ class OfflineJudge:
                 harm = await self.harm_of(case, response.text)
             except InputError as exc:  # no encoder: the level stands, but harm cannot be read
                 return Judgment.unscored("unsupported", f"the reply-harm detector cannot run ({exc})", **ids)
-            checks = check_reply(response.text, crisis_label=label, locale=case.locale, harm=harm)
+            earlier = [t.content for t in case.turns if t.role == "assistant"]
+            checks = check_reply(response.text, crisis_label=label, locale=case.locale, harm=harm, earlier=earlier)
             return _with_reply_checks(judgment, checks, label)
         return judgment
 
