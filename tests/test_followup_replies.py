@@ -98,10 +98,7 @@ def _offline(name: str) -> OfflineJudge:
     return JUDGES[name]
 
 
-KNOWN_MISSES = {
-    ("offline:fast", "zh-Hant-HK"): "offline:fast's harm detector reads the Cantonese caring follow-up's first "
-    "sentence (你講得啱，我冇辦法完全體會你嘅感受…) as method information (p 0.73); `offline` does not",
-}
+KNOWN_MISSES: dict[tuple[str, str], str] = {}
 """(judge, conversation) -> what the shipped model gets wrong; strict, so a fix shows up as an unexpected pass."""
 
 
