@@ -76,7 +76,7 @@ def _forget_vectors(threads: int | None) -> None:
         encoder.threads = threads
         encoder.calls_by_threads.clear()
     embed._plain_reading.cache_clear()
-    features._lexicon_triage.cache_clear()
+    features.lexicon_triage.cache_clear()
 
 
 @pytest.mark.parametrize("judge", ["offline:fast", "offline"])

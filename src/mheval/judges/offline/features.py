@@ -207,12 +207,12 @@ def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]
         a, b = (vectors("use", text_of(k, item)) for k in arg.split(","))
         return [float(np.dot(a, b))]  # the encoder's vectors are unit length
     if block == "lex:triage":
-        result = _lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user"))
+        result = lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user"))
         return [math.log1p(result.scores.get(label, 0.0)) for label in _LEX_LABELS]
     if block == "lex:psycrisis":
         label = item.crisis_label or item.case.crisis_label
         if label is None:
-            label = _lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user")).label
+            label = lexicon_triage(tuple(t.content for t in item.case.turns if t.role == "user")).label
         dims = score_psycrisis(item.response or "", crisis=label != NO_CRISIS, lexicon=DEFAULT_LEXICON)
         return [1.0 if dims[name].positive else 0.0 for name in PSYCRISIS_DIMENSIONS]
     if block == "label:crisis":
@@ -225,7 +225,7 @@ def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]
 
 
 @functools.lru_cache(maxsize=1024)
-def _lexicon_triage(user_turns: tuple[str, ...]) -> TriageResult:
+def lexicon_triage(user_turns: tuple[str, ...]) -> TriageResult:
     """The shipped lexicon's triage of these user turns, kept: several blocks and models of one unit (and the
     offline judge's own triage) read the same turns. A pure function of the turns; the result is frozen."""
     return triage(user_turns, DEFAULT_LEXICON)

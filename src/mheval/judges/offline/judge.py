@@ -222,6 +222,10 @@ class OfflineJudge:
 
     def triage_case(self, case: Case) -> TriageResult:
         """The lexicon triage of a case's user turns (cached, as PsyCrisis asks once per response)."""
+        if self.lexicon is DEFAULT_LEXICON:  # the `lex:` feature blocks keep the same reading of the same turns
+            from mheval.judges.offline.features import lexicon_triage
+
+            return lexicon_triage(_user_turns(case))
         return _cached(self._triage_cache, _user_turns(case), lambda turns: triage(turns, self.lexicon))
 
     def screen_case(self, case: Case) -> RiskScreen:
