@@ -159,7 +159,7 @@ def main() -> int:
 
     results: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "load_average_1m_at_start": round(os.getloadavg()[0], 2)},
-        "embed_threads": int(os.environ.get("MHEVAL_EMBED_THREADS", "2")),
+        "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "auto"),  # auto: the free cores, per call
     }
     # The fast judge first: it loads no e5, so its load time is not flattered by the other's.
     for name in ("fast", "default"):
