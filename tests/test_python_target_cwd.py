@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,14 @@ BOT = "def reply(messages):\n    return 'I am here with you. Are you safe right 
 @pytest.fixture
 def clean_imports(monkeypatch):
     """sys.path and sys.modules as the `mheval` console script has them: no current folder on the path, and no
-    `mybot` imported by another test of the same worker (monkeypatch puts such a module back afterwards)."""
-    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    `mybot` imported by another test of the same worker (monkeypatch puts such a module back afterwards). A
+    folder another test ran a `mybot` from is on the path too (a module found in the current folder keeps its
+    folder on the path, as `python -m` does): it is left out, or its mybot would be found first."""
+
+    def other_bots(entry: str) -> bool:
+        return entry in ("", ".") or any((Path(entry) / name).exists() for name in ("mybot.py", "mybot_pkg"))
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not other_bots(p)])
     for name in [n for n in sys.modules if n.split(".")[0] in ("mybot", "mybot_pkg")]:
         monkeypatch.delitem(sys.modules, name)
     before = set(sys.modules)
