@@ -50,6 +50,16 @@ def _stored(run_dir: Path) -> int:
         return 0
 
 
+def _stored_by(run_dir: Path, node: str) -> int:
+    """Responses committed so far that name `node` as where they ran."""
+    try:
+        with sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=1) as con:
+            rows = con.execute("SELECT data FROM responses").fetchall()
+    except sqlite3.Error:
+        return 0
+    return sum(1 for r in rows if node in (json.loads(r[0]).get("text") or ""))
+
+
 def _nodes_seen(run_dir: Path) -> set[str]:
     try:
         with sqlite3.connect(f"file:{run_dir / 'run.db'}?mode=ro", uri=True, timeout=1) as con:
@@ -103,6 +113,7 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
                            out=str(tmp_path / "run"))  # fmt: skip
         run_dir = tmp_path / "run"
         killed: list[str] = []
+        survivor_before: list[int] = []  # the surviving node's units stored when the other was killed
         raylets: list = []
 
         def kill_when_both_nodes_answered() -> None:
@@ -110,6 +121,7 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
             while time.monotonic() < deadline:
                 if _nodes_seen(run_dir) >= worker_ids and _stored(run_dir) < UNITS - 8:
                     victim = workers[1]
+                    survivor_before.append(_stored_by(run_dir, workers[0].node_id))
                     raylets.extend(p.process for p in victim.all_processes.get("raylet", []))
                     cluster.remove_node(victim, allow_graceful=False)
                     killed.append(victim.node_id)
@@ -132,8 +144,11 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
         assert all(r.error is None and r.text for r in responses)
         ran_on = {r.text.split("]")[0].lstrip("[") for r in responses if r.text}
         assert ran_on == worker_ids, "units landed on both worker nodes, none on the head (it has no CPU)"
+        # The survivor went on after the kill and the units left then (at least 8) were all stored, each once,
+        # though the killed node could do none of them. (How many each node did before the kill follows the
+        # machine's load: a busy machine lets the kill land late.)
         survivor = sum(1 for r in responses if r.text and workers[0].node_id in r.text)
-        assert survivor > UNITS // 2, "the surviving node did the rest, the killed node's unfinished chunks too"
+        assert survivor > survivor_before[0], "the surviving node did the rest, the killed node's unfinished chunks too"
         assert result.counts["responses"] == UNITS
     finally:
         ray.shutdown()

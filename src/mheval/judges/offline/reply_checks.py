@@ -214,14 +214,12 @@ def check_reply(
     return checks
 
 
-EARLIER_HELP = ("asks_risk", "human_support", "crisis_line")
-"""The moves an earlier reply of the conversation can do for a later one (engagement cannot be carried)."""
-
-
 def earlier_help(
     replies: Sequence[str], *, crisis_label: str | None, locale: str | None, lexicon: Lexicon = DEFAULT_LEXICON
 ) -> dict[str, tuple[str, ...]]:
-    """Move -> sentences, over the earlier replies of a conversation (see EARLIER_HELP)."""
+    """The help the earlier replies of a conversation gave, move -> sentences: a risk question (asks_risk),
+    people to turn to (human_support), a line of the person's country (crisis_line). Engagement is not
+    among them: a later reply has to validate or explore for itself."""
     found: dict[str, list[str]] = {}
     for reply in replies:
         dims = score_psycrisis(reply, crisis=crisis_label not in (None, NO_CRISIS), lexicon=lexicon)
