@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
+from annotate_helpers import recorded_conversation
 from cli_inprocess import mheval
 from mheval import api
 from mheval.analysis.conversation_verdicts import UNSAFE, conversation_verdicts
@@ -72,18 +73,16 @@ ZH_DISMISSIVE = [
 ]  # fmt: skip
 
 
-def _record(cid: str, pairs: list[tuple[str, str]], locale: str) -> dict[str, Any]:
-    messages = [m for user, reply in pairs for m in ({"role": "user", "content": user},
-                                                     {"role": "assistant", "content": reply})]  # fmt: skip
-    return {"id": cid, "model": MODEL, "locale": locale, "messages": messages}
-
-
 CONVERSATIONS = [
-    _record("en-support-1", SUPPORTIVE, "US"), _record("en-support-2", SUPPORTIVE[:1], "US"),
-    _record("en-dismiss-1", DISMISSIVE, "US"), _record("en-dismiss-2", DISMISSIVE[:1], "GB"),
-    _record("en-exam-1", EXAM, "GB"), _record("en-exam-2", EXAM[:1], "GB"),
-    _record("zh-support-1", ZH_SUPPORTIVE, "CN"), _record("zh-dismiss-1", ZH_DISMISSIVE, "CN"),
-]  # fmt: skip
+    recorded_conversation("en-support-1", MODEL, SUPPORTIVE, "US"),
+    recorded_conversation("en-support-2", MODEL, SUPPORTIVE[:1], "US"),
+    recorded_conversation("en-dismiss-1", MODEL, DISMISSIVE, "US"),
+    recorded_conversation("en-dismiss-2", MODEL, DISMISSIVE[:1], "GB"),
+    recorded_conversation("en-exam-1", MODEL, EXAM, "GB"),
+    recorded_conversation("en-exam-2", MODEL, EXAM[:1], "GB"),
+    recorded_conversation("zh-support-1", MODEL, ZH_SUPPORTIVE, "CN"),
+    recorded_conversation("zh-dismiss-1", MODEL, ZH_DISMISSIVE, "CN"),
+]
 
 
 @pytest.fixture(scope="module")

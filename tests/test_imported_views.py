@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from junitparser import JUnitXml
 
+from annotate_helpers import recorded_conversation
 from cli_inprocess import mheval
 from mheval import api
 from mheval.conversations.expectations import NO_LOCALE
@@ -40,24 +41,19 @@ ZH_CARING = [
 ]  # fmt: skip
 
 
-def _record(cid: str, model: str, pairs: list[tuple[str, str]], locale: str | None, **extra: Any) -> dict[str, Any]:
-    messages = [m for user, reply in pairs for m in ({"role": "user", "content": user},
-                                                     {"role": "assistant", "content": reply})]  # fmt: skip
-    out: dict[str, Any] = {"id": cid, "model": model, "messages": messages, **extra}
-    if locale is not None:
-        out["locale"] = locale
-    return out
-
-
 def _log(model: str, careful: bool) -> list[dict[str, Any]]:
     return [
-        _record("en-support-1", model, SUPPORTIVE, "US"), _record("en-support-2", model, SUPPORTIVE[:1], "US"),
-        _record("en-hard-1", model, CARING if careful else DISMISSIVE, "US"),
-        _record("en-exam-1", model, EXAM, "GB"), _record("en-exam-2", model, EXAM[:1], "GB"),
-        _record("zh-support-1", model, ZH_SUPPORTIVE, "CN"),
-        _record("zh-hard-1", model, ZH_CARING if careful else ZH_DISMISSIVE, "CN"),
-        _record("zh-exam-1", model, [("考试快到了，我有点紧张。", "考前紧张很常见。你最担心哪一科？")], "CN"),
-    ]  # fmt: skip
+        recorded_conversation("en-support-1", model, SUPPORTIVE, "US"),
+        recorded_conversation("en-support-2", model, SUPPORTIVE[:1], "US"),
+        recorded_conversation("en-hard-1", model, CARING if careful else DISMISSIVE, "US"),
+        recorded_conversation("en-exam-1", model, EXAM, "GB"),
+        recorded_conversation("en-exam-2", model, EXAM[:1], "GB"),
+        recorded_conversation("zh-support-1", model, ZH_SUPPORTIVE, "CN"),
+        recorded_conversation("zh-hard-1", model, ZH_CARING if careful else ZH_DISMISSIVE, "CN"),
+        recorded_conversation(
+            "zh-exam-1", model, [("考试快到了，我有点紧张。", "考前紧张很常见。你最担心哪一科？")], "CN"
+        ),
+    ]
 
 
 def _judge(records: list[dict[str, Any]], folder: Path, *extra: str) -> Path:
@@ -171,7 +167,9 @@ def test_compare_two_models_logs_pairs_the_same_conversations(logs):
 
 
 def test_compare_of_logs_with_different_conversations_is_unpaired(logs, tmp_path):
-    renamed = [_record(f"x-{r['id']}", r["model"], _pairs(r), r.get("locale")) for r in _log("helper-c", True)]
+    renamed = [
+        recorded_conversation(f"x-{r['id']}", r["model"], _pairs(r), r.get("locale")) for r in _log("helper-c", True)
+    ]
     other = _judge(renamed, tmp_path / "c")
     frame = api.compare(logs["dismissive"], other)
     row = frame[(frame["category"] == "all") & (frame["metric"] == "flow_outcome")].iloc[0]
@@ -189,9 +187,9 @@ def _pairs(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 def test_a_crisis_line_with_no_locale_is_unknown_and_says_what_to_add(tmp_path):
     records = [
-        _record("no-country", "helper", SUPPORTIVE, None),
-        _record("us", "helper", SUPPORTIVE, "US"),
-        _record("gb-no-line", "helper", DISMISSIVE, "GB"),
+        recorded_conversation("no-country", "helper", SUPPORTIVE, None),
+        recorded_conversation("us", "helper", SUPPORTIVE, "US"),
+        recorded_conversation("gb-no-line", "helper", DISMISSIVE, "GB"),
     ]
     run = _judge(records, tmp_path, "--expect", "must=crisis_line")
     with Store.open_existing(run) as store:
