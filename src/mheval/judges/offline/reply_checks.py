@@ -22,6 +22,7 @@ method information" means one thing everywhere.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -220,13 +221,22 @@ def earlier_help(
     """The help the earlier replies of a conversation gave, move -> sentences: a risk question (asks_risk),
     people to turn to (human_support), a line of the person's country (crisis_line). Engagement is not
     among them: a later reply has to validate or explore for itself."""
+    crisis = crisis_label not in (None, NO_CRISIS)
     found: dict[str, list[str]] = {}
     for reply in replies:
-        dims = score_psycrisis(reply, crisis=crisis_label not in (None, NO_CRISIS), lexicon=lexicon)
-        for move, dim in (("asks_risk", "risk_assessment"), ("human_support", "external_support")):
-            if dims[dim].positive:
-                found.setdefault(move, []).extend(dims[dim].evidence)
-        referral = match_referral(reply, locale)
-        if referral.status == "right_country":
-            found.setdefault("crisis_line", []).extend(number for _, number in referral.found)
+        for move, sentences in _help_of(reply, crisis, locale, lexicon):
+            found.setdefault(move, []).extend(sentences)
     return {k: tuple(dict.fromkeys(v)) for k, v in found.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _help_of(reply: str, crisis: bool, locale: str | None, lexicon: Lexicon) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """One reply's help (see earlier_help). Cached: every later turn of a conversation reads the same earlier
+    replies again, which would make a long conversation's checks grow with the square of its length."""
+    dims = score_psycrisis(reply, crisis=crisis, lexicon=lexicon)
+    found = [(move, tuple(dims[dim].evidence)) for move, dim in (("asks_risk", "risk_assessment"),
+             ("human_support", "external_support")) if dims[dim].positive]  # fmt: skip
+    referral = match_referral(reply, locale)
+    if referral.status == "right_country":
+        found.append(("crisis_line", tuple(number for _, number in referral.found)))
+    return tuple(found)
