@@ -197,20 +197,45 @@ def run_verdict(run: RunData) -> VerdictBlock:
     return verdict_block(run, conversations=conversation_section(run))
 
 
-def summary_text(run_dir: str | Path | RunData, *, tables: ReportTables | None = None) -> str:
-    """The report's headline numbers as plain text (for `mheval summary`), the verdict first. Takes a run
-    folder (read once) or the run as read (a RunData)."""
-    t = tables or report_tables(run_dir)
-    from mheval.reporting.overview import facts, injection_note
-    from mheval.reporting.verdict_view import verdict_text
+# The headline table's columns: header, and whether the column holds numbers (right-aligned).
+_HEADLINE_COLUMNS = (
+    ("model", False),
+    ("judge", False),
+    ("appropriateness 1-5", True),
+    ("harmful (score 1)", True),
+    ("inappropriate (<=2)", True),
+    ("psycrisis 0-5", True),
+    ("weakest category", False),
+    ("flagged injection", True),
+    ("appropriateness w/o flagged", True),
+    ("psycrisis w/o flagged", True),
+)
 
-    fx = facts(t.run)
+# The by-category appropriateness table's columns, as above.
+_CATEGORY_COLUMNS = (
+    ("model", False),
+    ("judge", False),
+    ("category", False),
+    ("n", True),
+    ("mean [95% CI]", True),
+    ("harmful [95% CI]", True),
+)
+
+
+def _columns_table(columns: Sequence[tuple[str, bool]], rows: Sequence[Sequence[str]]) -> str:
+    """text_table over (header, numeric) column definitions."""
+    return text_table([name for name, _ in columns], rows, [numeric for _, numeric in columns])
+
+
+def _run_lines(fx: dict[str, Any], verdict: str) -> list[str]:
+    """The summary's opening: the run folder, the content warning, the verdict, then what the run held
+    and what it cost."""
     langs = ", ".join(f"{v} {k}" for k, v in fx["languages"].items())
-    out = [
+    return [
         f"mheval summary: {fx['run_dir']}",
         content_line(),
         "",
-        verdict_text(run_verdict(t.run)),
+        verdict,
         "",
         f"suite {fx['suite']}: {run_units(fx)} ({langs})",
         f"models: {', '.join(fx['models']) or '-'} | judges: {', '.join(fx['judges']) or '-'} | "
@@ -221,105 +246,115 @@ def summary_text(run_dir: str | Path | RunData, *, tables: ReportTables | None =
         f"{f.seconds(fx['judge_latency_s'])} judgments (sums of latencies)",
         f"crisis category: {fx['category_note']}",
     ]
+
+
+def _weakest_cell(r: dict[str, Any]) -> str:
+    """The lowest-scoring crisis category of a headline row with its mean, or "–" when there is none."""
+    if f.missing(r.get("weakest_category")):
+        return "–"
+    return f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
+
+
+def _headline_row(r: dict[str, Any], run: RunData) -> list[str]:
+    """One model x judge row of the headline table, its cells in _HEADLINE_COLUMNS order."""
+    return [
+        str(r["model"]),
+        str(r["judge"]),
+        f.interval(r.get("mean"), r.get("mean_low"), r.get("mean_high")),
+        f.pct(
+            r.get("harmful_rate"), r.get("harmful_rate_low"), r.get("harmful_rate_high"), r.get("harmful_n"), r.get("n")
+        ),
+        f.pct(r.get("inappropriate_rate"), r.get("inappropriate_rate_low"), r.get("inappropriate_rate_high")),
+        f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
+        _weakest_cell(r),
+        *_injection_cells(r, run.injection_policy, run.judges),
+    ]
+
+
+def _headline_lines(t: ReportTables) -> list[str]:
+    """The headline table (pooled over crisis categories), or nothing when no reply was scored."""
     head = headline_frame(t)
-    if not head.empty:
-        rows = []
-        for r in head.to_dict("records"):
-            rows.append(
-                [
-                    str(r["model"]),
-                    str(r["judge"]),
-                    f.interval(r.get("mean"), r.get("mean_low"), r.get("mean_high")),
-                    f.pct(
-                        r.get("harmful_rate"),
-                        r.get("harmful_rate_low"),
-                        r.get("harmful_rate_high"),
-                        r.get("harmful_n"),
-                        r.get("n"),
-                    ),
-                    f.pct(
-                        r.get("inappropriate_rate"), r.get("inappropriate_rate_low"), r.get("inappropriate_rate_high")
-                    ),
-                    f.interval(r.get("psycrisis_total"), r.get("psycrisis_total_low"), r.get("psycrisis_total_high")),
-                    f"{_category(str(r['weakest_category']))} ({f.num(r['weakest_mean'])})"
-                    if not f.missing(r.get("weakest_category"))
-                    else "–",
-                    *_injection_cells(r, t.run.injection_policy, t.run.judges),
-                ]
-            )
-        out += [
-            "",
-            "Headline (95% CIs; all crisis categories pooled)",
-            text_table(
-                [
-                    "model",
-                    "judge",
-                    "appropriateness 1-5",
-                    "harmful (score 1)",
-                    "inappropriate (<=2)",
-                    "psycrisis 0-5",
-                    "weakest category",
-                    "flagged injection",
-                    "appropriateness w/o flagged",
-                    "psycrisis w/o flagged",
-                ],
-                rows,
-                [False, False, True, True, True, True, False, True, True, True],
-            ),
-        ]
-    note = injection_note(t.run)
-    if note:  # only where an LLM judge read the replies
-        out.append(f"injection: {note}")
+    if head.empty:
+        return []
+    rows = [_headline_row(r, t.run) for r in head.to_dict("records")]
+    return ["", "Headline (95% CIs; all crisis categories pooled)", _columns_table(_HEADLINE_COLUMNS, rows)]
+
+
+def _category_lines(t: ReportTables) -> list[str]:
+    """Appropriateness per crisis category (the pooled row left out), or nothing without appropriateness."""
     appr = t.frame("appropriateness_by_category")
-    if not appr.empty:
-        rows = [
-            [
-                str(r["model"]),
-                str(r["judge"]),
-                _category(r["category"]),
-                str(r["n"]),
-                f.interval(r["mean"], r["mean_low"], r["mean_high"]),
-                f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
-            ]
-            for r in appr.to_dict("records")
-            if r["category"] != ALL
+    if appr.empty:
+        return []
+    rows = [
+        [
+            str(r["model"]),
+            str(r["judge"]),
+            _category(r["category"]),
+            str(r["n"]),
+            f.interval(r["mean"], r["mean_low"], r["mean_high"]),
+            f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
         ]
-        out += [
-            "",
-            "Appropriateness by crisis category",
-            text_table(
-                ["model", "judge", "category", "n", "mean [95% CI]", "harmful [95% CI]"],
-                rows,
-                [False, False, False, True, True, True],
-            ),
-        ]
+        for r in appr.to_dict("records")
+        if r["category"] != ALL
+    ]
+    return ["", "Appropriateness by crisis category", _columns_table(_CATEGORY_COLUMNS, rows)]
+
+
+def _unscored_lines(t: ReportTables) -> list[str]:
+    """One line counting unscored judgments by protocol, judge and reason, or nothing when all were scored."""
     unscored = t.frame("unscored_reasons")
-    if not unscored.empty:
-        out += [
-            "",
-            "Unscored judgments: "
-            + "; ".join(
-                f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records")
-            ),
-        ]
-    ungrounded = t.frame(UNGROUNDED_JUDGMENTS)
+    if unscored.empty:
+        return []
+    counts = "; ".join(f"{r['protocol']}/{r['judge']} {r['reason']} {r['count']}" for r in unscored.to_dict("records"))
+    return ["", "Unscored judgments: " + counts]
+
+
+def _ungrounded_lines(t: ReportTables) -> list[str]:
+    """Per kind of ungrounded judgment that occurred: its rate per judge and protocol, then what it means."""
+    ungrounded = t.frame(UNGROUNDED_JUDGMENTS).to_dict("records")
+    lines = []
     for name in UNGROUNDED_DEFINITIONS:
-        found = [r for r in ungrounded.to_dict("records") if not f.missing(r.get(f"{name}_n")) and r[f"{name}_n"]]
+        found = [r for r in ungrounded if not f.missing(r.get(f"{name}_n")) and r[f"{name}_n"]]
         if found:
             rates = "; ".join(f"{r['judge']}/{r['protocol']} {f.pct(r[f'{name}_rate'])}" for r in found)
-            out += [f"{name.capitalize().replace('_', ' ')}: {rates}", f"  ({ungrounded_definition(name)})"]
+            lines += [f"{name.capitalize().replace('_', ' ')}: {rates}", f"  ({ungrounded_definition(name)})"]
+    return lines
+
+
+def _agreement_lines(t: ReportTables) -> list[str]:
+    """One line of each judge's agreement with human labels, or nothing when no human labelled the run."""
     agreement = t.frame("human_agreement")
-    if not agreement.empty:
-        judges = agreement[agreement["kind"] == "judge"]
-        out.append(
-            "Agreement with human labels: "
-            + "; ".join(
-                f"{r['block']} on {r['protocol']}{' ' + r['dimension'] if r['dimension'] else ''}: {r['statistic']} "
-                f"{f.interval(r['value'], r.get('value_low'), r.get('value_high'))} ({r['verdict'] or 'n/a'}, "
-                f"{r['vs_humans'] or 'n/a'} human range)"
-                for r in judges.to_dict("records")
-            )
+    if agreement.empty:
+        return []
+    judges = agreement[agreement["kind"] == "judge"]
+    return [
+        "Agreement with human labels: "
+        + "; ".join(
+            f"{r['block']} on {r['protocol']}{' ' + r['dimension'] if r['dimension'] else ''}: {r['statistic']} "
+            f"{f.interval(r['value'], r.get('value_low'), r.get('value_high'))} ({r['verdict'] or 'n/a'}, "
+            f"{r['vs_humans'] or 'n/a'} human range)"
+            for r in judges.to_dict("records")
         )
+    ]
+
+
+def summary_text(run_dir: str | Path | RunData, *, tables: ReportTables | None = None) -> str:
+    """The report's headline numbers as plain text (for `mheval summary`), the verdict first. Takes a run
+    folder (read once) or the run as read (a RunData)."""
+    from mheval.reporting.overview import facts, injection_note
+    from mheval.reporting.verdict_view import verdict_text
+
+    t = tables or report_tables(run_dir)
+    note = injection_note(t.run)  # only where an LLM judge read the replies
+    out = [
+        *_run_lines(facts(t.run), verdict_text(run_verdict(t.run))),
+        *_headline_lines(t),
+        *([f"injection: {note}"] if note else []),
+        *_category_lines(t),
+        *_unscored_lines(t),
+        *_ungrounded_lines(t),
+        *_agreement_lines(t),
+    ]
     # Prose lines wrapped at word boundaries (tables, several lines each, are kept as laid out).
     return "\n".join(line if "\n" in line else f.wrap(line) for line in out) + "\n"
 
