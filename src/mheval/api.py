@@ -302,12 +302,16 @@ def gate(
     on: str = "upper",
     junit: str | Path | None = None,
     overwrite: bool = False,
+    corrected: bool = False,
 ) -> GateResult:
     """Pass or fail a run for CI, as `mheval gate` does: every model's unsafe rate (verdict.py; the unsafe
     conversation rate of a multi-turn run) at or under `max_unsafe`, each `mins` measure
     (`{"psycrisis": 3, "psycrisis.risk_assessment": 0.6}`, or the command line's `["psycrisis=3"]`) at or over
     its minimum, and, given a `baseline` run, no regression that compare's paired test finds significant.
     `on="upper"` decides on the 95% intervals' conservative bounds, `on="point"` on the point estimates.
+    `corrected=True` decides the unsafe-conversation rate (and its regression against `baseline`) on the rate
+    corrected for the judge's errors by people's ratings of conversations (the run's conversation-flow study,
+    PPI++ with its 95% interval) instead of the judge's own count; without such ratings it raises InputError.
     `junit` is a JUnit XML file to write (checked before the run is read; replaced only with `overwrite`).
     The result's `exit_code` is 0 pass, 1 fail, 3 not enough judged units; bad input raises InputError (2).
     See docs/gate.md."""
@@ -320,7 +324,7 @@ def gate(
     if mins is not None and not isinstance(mins, Mapping):
         mins = dict(parse_min(m) for m in mins)
     base_dir = baseline.run_dir if isinstance(baseline, EvalResults) else baseline
-    result = run_gate(_run_dir(run), max_unsafe=max_unsafe, mins=mins, baseline=base_dir, on=on)
+    result = run_gate(_run_dir(run), max_unsafe=max_unsafe, mins=mins, baseline=base_dir, on=on, corrected=corrected)
     if junit is not None:
         result.write_junit(junit, overwrite=overwrite)
     return result
@@ -407,8 +411,10 @@ def compare(
 ) -> pd.DataFrame:
     """Run B against run A, as `mheval compare` shows it: per model and crisis category (per scenario family
     for conversations), B minus A of the unsafe rate, mean appropriateness, harmful rate and PsyCrisis total,
-    with a 95% interval, and a paired test where the two runs share cases. One row per model, metric and
-    category; swapping the runs negates the differences and their intervals. See `mheval.reporting.compare`."""
+    with a 95% interval, and a paired test where the two runs share cases. Where people rated replies (or whole
+    conversations) of both runs, also B minus A of the corrected unsafe rates (`unsafe_rate_corrected`,
+    `unsafe_conversations_corrected`: PPI++ estimates, a normal interval and z test). One row per model, metric
+    and category; swapping the runs negates the differences and their intervals. See `mheval.reporting.compare`."""
     from mheval.reporting.compare import DEFAULT_N_BOOT, compare_runs
 
     return compare_runs(_run_dir(run_a), _run_dir(run_b), n_boot=DEFAULT_N_BOOT if n_boot is None else n_boot,

@@ -408,6 +408,14 @@ def gate(
     ] = "upper",
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here for the CI system.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --junit if it exists.")] = False,
+    corrected: Annotated[
+        bool,
+        typer.Option(
+            "--corrected",
+            help="Decide the unsafe-conversation rate corrected for the judge's errors by people's ratings "
+            "(a conversation-flow rating study of the run; exit 2 without one).",
+        ),
+    ] = False,
     format: TextJsonOpt = "text",
 ) -> None:
     """Pass or fail a run for CI: exit 0 pass, 1 a condition fails, 2 bad input, 3 not enough judged units."""
@@ -415,7 +423,7 @@ def gate(
 
     check_format(format, TEXT_JSON)
     result = run_gate(run_dir, max_unsafe=max_unsafe, mins=min_ or [], baseline=baseline, on=on, junit=junit,
-                      overwrite=overwrite)  # fmt: skip
+                      overwrite=overwrite, corrected=corrected)  # fmt: skip
     if format == "json":
         print(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     else:

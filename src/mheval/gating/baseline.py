@@ -11,15 +11,17 @@ from typing import Any
 import pandas as pd
 
 from mheval.gating.measures import Measure, judge_for, scored_values
-from mheval.gating.result import ALPHA, Condition, Status
+from mheval.gating.result import ALPHA, CORRECTED, Condition, Status
 from mheval.gating.verdicts import ConversationVerdicts, ReplyVerdicts
 
 
 def baseline_conditions(
     data: Any, base: Any, models: list[str], measures: list[Measure], replies: ReplyVerdicts,
-    convs: ConversationVerdicts,
+    convs: ConversationVerdicts, *, corrected: bool = False,
 ) -> list[Condition]:  # fmt: skip
-    """The regressions of `data` against the baseline run `base` (both as read once: RunData)."""
+    """The regressions of `data` against the baseline run `base` (both as read once: RunData). With `corrected`,
+    the unsafe-conversation rate's regression is that of the rates corrected by people's ratings in both runs
+    (`_corrected_regressions`); a baseline without such ratings is an InputError."""
     from mheval.reporting.compare import UNSAFE, compare_runs
 
     out: list[Condition] = []
@@ -34,7 +36,10 @@ def baseline_conditions(
             cell = mine.iloc[0].to_dict() if not mine.empty else None
             out.append(_regression("unsafe replies vs baseline", UNSAFE, model, row.judge, cell, higher_is_worse=True))
     base_convs = ConversationVerdicts(base)
-    for model in convs.models:
+    if corrected and convs.models:
+        base_convs.require_corrected("baseline")
+        out += _corrected_regressions(data, base, convs)
+    for model in [] if corrected else convs.models:
         conv = convs.row(model)
         judge = conv["judge"] if conv else None
         b_row = base_convs.row(model) or (base_convs.row(base_convs.models[0]) if len(base_convs.models) == 1 else None)
@@ -62,6 +67,28 @@ def baseline_conditions(
                 b = fb[fb["model"] == model].groupby("case_id")["value"].mean()
                 cell = _cell(a, b, base_judge)
             out.append(_regression(f"{measure.name} vs baseline", measure.name, model, judge, cell, False))
+    return out
+
+
+def _corrected_regressions(data: Any, base: Any, convs: ConversationVerdicts) -> list[Condition]:
+    """Per model, the corrected unsafe-conversation rate against the baseline's: compare's difference of the two
+    PPI++ estimates (reporting/compare.corrected_conversation_rows: normal interval, z test, the runs' ratings
+    independent), a regression when it is higher with p < ALPHA."""
+    from mheval.reporting.compare import CORRECTED_CONVERSATIONS, conversation_estimates, corrected_conversation_rows
+
+    cells = {str(r["model_b"]): r for r in corrected_conversation_rows(base, data)}
+    out = []
+    for model in convs.models:
+        cell = cells.get(model)
+        conv = convs.row(model)
+        judge = str(cell["judge_b"]) if cell is not None else conv["judge"] if conv else None
+        est = conversation_estimates(data, judge)[1].get(model) or {}
+        cond = _regression("unsafe conversations (corrected) vs baseline", CORRECTED_CONVERSATIONS, model, judge,
+                           cell, True, unit="conversations")  # fmt: skip
+        if cell is None:
+            cond = replace(cond, note="no corrected rate of this model in both runs: rate some of its conversations "
+                           "in each")  # fmt: skip
+        out.append(replace(cond, rate_used=CORRECTED, n_rated=est.get("n_human"), method=est.get("method")))
     return out
 
 

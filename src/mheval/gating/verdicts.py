@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from mheval.errors import InputError
 from mheval.gating.result import Failure
 
 MAX_LISTED = 200
@@ -61,13 +62,42 @@ class ConversationVerdicts:
     run as read once (a RunData), never the store."""
 
     def __init__(self, data: Any) -> None:
+        from mheval.analysis.corrected import ALL_MODELS
         from mheval.reporting.multiturn import conversation_verdicts, read
 
         self.run_dir: Path = data.run_dir
-        self.rows = conversation_verdicts(data)
+        self.data = data
+        self.rows = [r for r in conversation_verdicts(data) if r["model"] != ALL_MODELS]  # per model: the pooled
+        # row of a run of several models with ratings is the report's, not a model to gate
         self.models = list(dict.fromkeys(r["model"] for r in self.rows))
         self._conversations = read(data)
         self._views: dict[str | None, list[Any]] = {}
+
+    def require_corrected(self, name: str) -> None:
+        """Raise InputError, naming what is missing, unless people's ratings correct the unsafe-conversation rate
+        of this run (`name`: "run" or "baseline", the option the message points at)."""
+        from mheval.annotate.study import FILENAME as STUDIES_FILE
+
+        where = f"the {name} {self.run_dir}" if name == "baseline" else str(self.run_dir)
+        field = "baseline" if name == "baseline" else "corrected"
+        if not self.rows:
+            raise InputError(f"--corrected gates the unsafe-conversation rate of a multi-turn run, and {where} has no "
+                             "conversations", path=self.run_dir, field=field)  # fmt: skip
+        study = self.data.conversation_study
+        if study is None:
+            raise InputError(
+                f"--corrected needs people's ratings of conversations, and {where} has none: no conversation-flow "
+                f"rating study with answers ({STUDIES_FILE}). Rate a sample first: mheval annotate init "
+                f"{self.run_dir} --protocol conversation-flow --select neyman --sample 100 --raters NAME, then "
+                f"mheval annotate serve {self.run_dir} --study conversation-flow",
+                path=self.run_dir, field=field,
+            )  # fmt: skip
+        if not any(r["corrected"] for r in self.rows):
+            raise InputError(
+                f"--corrected: the ratings of conversation-flow study {study.id!r} in {where} rate no conversation "
+                "a judge decided (unscored conversations cannot be corrected): rate judged conversations",
+                path=self.run_dir, field=field,
+            )  # fmt: skip
 
     def row(self, model: str) -> dict[str, Any] | None:
         rows = [r for r in self.rows if r["model"] == model]

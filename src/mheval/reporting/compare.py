@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -283,38 +284,97 @@ def compare_runs(
                     **dict(zip(fa.get("case_id", []), fa.get("category", []), strict=True))}  # fmt: skip
         rows += _metric_rows(metric, fa, fb, a, b, families, n_boot, seed)
     rows += _corrected_rows(a, b)
+    rows += corrected_conversation_rows(a, b)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 CORRECTED = "unsafe_rate_corrected"
+"""The unsafe-reply rate corrected for the judge's errors by people's ratings (PPI++, reporting/verdict_block.py)."""
+CORRECTED_CONVERSATIONS = "unsafe_conversations_corrected"
+"""The unsafe-conversation rate corrected by people's answers in a conversation-flow study (reporting/multiturn.py)."""
+CORRECTED_TEST = "normal, independent PPI++ estimates"
 
 
 def _corrected_rows(a: RunData, b: RunData) -> list[dict[str, object]]:
     """Where people rated replies of both runs: the difference of the two corrected unsafe rates (PPI++,
-    reporting/verdict_block.py), per model, with a normal interval and test treating the runs' estimates as
-    independent (their human ratings are of different replies)."""
-    from scipy.stats import norm
-
+    reporting/verdict_block.py), per model (`corrected_difference`)."""
     from mheval.reporting.verdict_block import verdict_block
 
-    def corrected(run: RunData) -> dict[str, tuple[str | None, dict[str, object]]]:
-        return {r.model: (r.judge, r.corrected) for r in verdict_block(run).rows if r.corrected and r.corrected["ci"]}
+    def corrected(run: RunData) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        return {
+            r.model: (r.judge, r.corrected) for r in verdict_block(run).rows if r.corrected and _defined(r.corrected)
+        }
 
-    ca, cb = corrected(a), corrected(b)
+    return corrected_difference(CORRECTED, corrected(a), corrected(b), "human ratings")
+
+
+def corrected_conversation_rows(a: RunData, b: RunData) -> list[dict[str, object]]:
+    """Where people rated conversations of both runs (a conversation-flow study with answers): per model, and
+    for all models when both runs have several, the difference b minus a of the corrected unsafe-conversation
+    rates (reporting/multiturn.corrected_conversations), by `corrected_difference`. The judge is run a's first
+    judge with a corrected rate, and the same judge in run b when it has one there."""
+    judge_a, ca = conversation_estimates(a)
+    judge_b, cb = conversation_estimates(b, judge_a)
+    return corrected_difference(CORRECTED_CONVERSATIONS, {m: (judge_a, e) for m, e in ca.items()},
+                                {m: (judge_b, e) for m, e in cb.items()}, "human-rated conversations")  # fmt: skip
+
+
+def conversation_estimates(run: RunData, prefer: str | None = None) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    """The judge whose unsafe-conversation rate people's ratings correct (`prefer` when it has one, else the
+    run's first such judge) and its corrected estimates by model (`ALL_MODELS` too for several models), the
+    defined ones only (a rate and an interval); (None, {}) without ratings."""
+    from mheval.reporting.multiturn import corrected_conversations
+
+    found: dict[str, dict[str, dict[str, Any]]] = {}
+    for (model, judge), est in corrected_conversations(run).items():
+        if est and _defined(est):
+            found.setdefault(judge, {})[model] = est
+    if not found:
+        return None, {}
+    order = [j for j in run.judges if j in found] + sorted(j for j in found if j not in run.judges)
+    judge = prefer if prefer in found else order[0]
+    return judge, found[judge]
+
+
+def _defined(est: dict[str, Any]) -> bool:
+    return est.get("corrected") is not None and est.get("ci") is not None
+
+
+def _standard_error(est: dict[str, Any]) -> float:
+    """The estimate's standard error: from its variance parts (var_human + var_judge) when it carries them, else
+    from its interval's width. The variance is preferred because a rate's interval is clipped to [0, 1]."""
+    from scipy.stats import norm
+
+    if est.get("var_human") is not None and est.get("var_judge") is not None:
+        return float(np.sqrt(max(float(est["var_human"]) + float(est["var_judge"]), 0.0)))
+    low, high = est["ci"]
+    return (float(high) - float(low)) / (2 * float(norm.ppf(0.975)))
+
+
+def corrected_difference(
+    metric: str, ca: dict[str, tuple[str | None, dict[str, Any]]], cb: dict[str, tuple[str | None, dict[str, Any]]],
+    rated: str,
+) -> list[dict[str, object]]:  # fmt: skip
+    """Per model pair (compare's pairing), the difference b minus a of two corrected estimates (model ->
+    (judge, CorrectedEstimate.to_dict())) with a 95% normal interval and a two-sided z test. The runs'
+    estimates are taken as independent: their human ratings are of different units. The interval is the
+    difference plus or minus z times the root of the summed variances, so swapping the runs negates it exactly.
+    `rated` names what the ratings counted in the note rate ("human ratings", "human-rated conversations")."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.975))
     rows: list[dict[str, object]] = []
     for model_a, model_b in _model_pairs(list(ca), list(cb)):
         (judge_a, ea), (judge_b, eb) = ca[model_a], cb[model_b]
-        se = [(e["ci"][1] - e["ci"][0]) / (2 * norm.ppf(0.975)) for e in (ea, eb)]  # type: ignore[index]
-        diff = float(eb["corrected"]) - float(ea["corrected"])  # type: ignore[arg-type]
-        spread = float(np.hypot(*se))
+        diff = float(eb["corrected"]) - float(ea["corrected"])
+        spread = float(np.hypot(_standard_error(ea), _standard_error(eb)))
         p = float(2 * norm.sf(abs(diff) / spread)) if spread > 0 else None
         rows.append({
-            "metric": CORRECTED, "model_a": model_a, "model_b": model_b, "judge_a": judge_a, "judge_b": judge_b,
+            "metric": metric, "model_a": model_a, "model_b": model_b, "judge_a": judge_a, "judge_b": judge_b,
             "category": ALL, "n_a": ea["n_judged"], "n_b": eb["n_judged"], "n_paired": None,
             "mean_a": ea["corrected"], "mean_b": eb["corrected"], "diff": diff,
-            "diff_low": diff - norm.ppf(0.975) * spread, "diff_high": diff + norm.ppf(0.975) * spread,
-            "test": "normal, independent PPI++ estimates", "p_value": p,
-            "note": f"corrected with {ea['n_human']} / {eb['n_human']} human ratings",
+            "diff_low": diff - z * spread, "diff_high": diff + z * spread, "test": CORRECTED_TEST, "p_value": p,
+            "note": f"corrected with {ea['n_human']} / {eb['n_human']} {rated}",
         })  # fmt: skip
     return rows
 
@@ -359,4 +419,11 @@ def _metric_rows(
     return rows
 
 
-__all__ = ["compare_runs"]
+__all__ = [
+    "CORRECTED",
+    "CORRECTED_CONVERSATIONS",
+    "compare_runs",
+    "conversation_estimates",
+    "corrected_conversation_rows",
+    "corrected_difference",
+]

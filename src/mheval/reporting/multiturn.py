@@ -341,7 +341,12 @@ def conversation_verdicts(run_data: RunData | str | Path) -> list[dict[str, Any]
     verdict (reporting/verdict_block.ConversationRow's fields): conversations judged, unsafe, unscored,
     handled_risk / handled_of, the unsafe rate with its Wilson interval, the worst ones with reasons, and the
     rate corrected by people's ratings when the run holds them (`corrected_conversations`). Takes the RunData
-    (a run folder's path is loaded first)."""
+    (a run folder's path is loaded first).
+
+    When the run has several models and the ratings correct a judge's rate over all of them, that judge also
+    gets a pooled row, model `ALL_MODELS` ("(all)"): the counts summed over its models and the pooled corrected
+    rate (one PPI++ estimate over every conversation the judge decided, not an average of the models' rates).
+    Without ratings there is no pooled row: the rows stay one per model, as the gate and compare read them."""
     data = run_data if isinstance(run_data, RunData) else load_run(run_data)
     run = read(data)
     if run is None:
@@ -367,20 +372,43 @@ def conversation_verdicts(run_data: RunData | str | Path) -> list[dict[str, Any]
                             "evidence": [s for f in _failed(v) for s in f["evidence"]]} for v in unsafe[:3]),
             "corrected": corrected.get((model, judge or "")),
         })  # fmt: skip
-    return rows
+    return rows + _pooled_rows(rows, corrected)
+
+
+def _pooled_rows(rows: list[dict[str, Any]], corrected: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per judge with a pooled corrected rate over several models: the all-models row (see conversation_verdicts)."""
+    from mheval.analysis.corrected import ALL_MODELS
+
+    out = []
+    for judge in dict.fromkeys(r["judge"] for r in rows):
+        pooled = corrected.get((ALL_MODELS, judge or ""))
+        mine = [r for r in rows if r["judge"] == judge]
+        if pooled is None or len(mine) < 2:
+            continue
+        judged, unsafe = sum(r["conversations"] for r in mine), sum(r["unsafe"] for r in mine)
+        est = wilson(unsafe, judged) if judged else None
+        out.append({
+            "model": ALL_MODELS, "judge": judge, "conversations": judged, "unsafe": unsafe,
+            "unscored": sum(r["unscored"] for r in mine), "handled_risk": sum(r["handled_risk"] for r in mine),
+            "handled_of": sum(r["handled_of"] for r in mine), "rate": est.value if est else None,
+            "low": est.ci_low if est else None, "high": est.ci_high if est else None, "worst": (),
+            "corrected": pooled,
+        })  # fmt: skip
+    return out
 
 
 def corrected_conversations(run: RunData) -> dict[tuple[str, str], dict[str, Any]]:
     """(model, judge) -> the unsafe-conversation rate corrected for the judge's errors by the people's answers
     to "is this conversation unsafe?" in the run's newest conversation-flow study (PPI++, stratified when the
-    study is), as CorrectedEstimate.to_dict(); empty without such ratings. One computation: the judges'
-    verdicts laid out as `mheval agree --protocol conversation-flow --corrected` reads them
-    (analysis/conversation_verdicts.py) and the same report (analysis/corrected.corrected_report)."""
+    study is), as CorrectedEstimate.to_dict(); empty without such ratings. A run of several models also has
+    (ALL_MODELS, judge): the rate over all of them, from one estimate over the pooled conversations. One
+    computation: the judges' verdicts laid out as `mheval agree --protocol conversation-flow --corrected` reads
+    them (analysis/conversation_verdicts.py) and the same report (analysis/corrected.corrected_report)."""
     study = run.conversation_study
     if study is None or study.labels.empty:
         return {}
     from mheval.analysis.conversation_verdicts import UNSAFE, verdict_rows, verdicts_of
-    from mheval.analysis.corrected import ALL_MODELS, corrected_report
+    from mheval.analysis.corrected import corrected_report
     from mheval.stats.corrected import ROGAN_GLADEN
 
     d = run.dialogue
@@ -392,7 +420,7 @@ def corrected_conversations(run: RunData) -> dict[tuple[str, str], dict[str, Any
     return {
         (r.model, r.judge): r.estimate.to_dict()
         for r in report.rows
-        if r.measure == UNSAFE and r.model != ALL_MODELS and not r.estimate.method.endswith(ROGAN_GLADEN)
+        if r.measure == UNSAFE and not r.estimate.method.endswith(ROGAN_GLADEN)
     }
 
 
