@@ -31,7 +31,7 @@ from mheval.conversations.scenario import turn_case_id
 from mheval.errors import InputError
 from mheval.fileio import atomic_path, atomic_write, check_output, csv_safe_frame
 from mheval.labels import APPROPRIATENESS
-from mheval.records import Exchange, Judgment
+from mheval.records import Exchange, Judgment, Response, Usage
 from mheval.runfolder.store import Store
 
 TABLES = ("cases", "responses", "judgments", "verdicts", "exchanges", "conversations")
@@ -79,6 +79,17 @@ def counted_judgments(store: Store, judgments: Iterable[Judgment] | None = None)
     return CountedJudgments(policy, [j for j in items if not is_injected(j)], [j for j in items if is_injected(j)])
 
 
+def cost_columns(usage: Usage, latency_s: float) -> dict[str, Any]:
+    """What a call cost (tokens, dollars, seconds): the same four columns in the responses, judgments and exchanges
+    tables."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost_usd": usage.cost_usd,
+        "latency_s": latency_s,
+    }
+
+
 def judgment_row(j: Judgment) -> dict[str, Any]:
     """One judgment as a flat row (the judgments table, and the frames the analyses read)."""
     return {
@@ -97,10 +108,7 @@ def judgment_row(j: Judgment) -> dict[str, Any]:
         "rationale": j.rationale,
         "evidence": j.evidence,
         "flags": j.flags,
-        "prompt_tokens": j.usage.prompt_tokens,
-        "completion_tokens": j.usage.completion_tokens,
-        "cost_usd": j.usage.cost_usd,
-        "latency_s": j.latency_s,
+        **cost_columns(j.usage, j.latency_s),
         "raw": j.raw,
     }
 
@@ -119,10 +127,20 @@ def exchange_row(e: Exchange) -> dict[str, Any]:
         "error": e.error,
         "rejected": e.rejected,
         "new_session": e.new_session,
-        "prompt_tokens": e.usage.prompt_tokens,
-        "completion_tokens": e.usage.completion_tokens,
-        "cost_usd": e.usage.cost_usd,
-        "latency_s": e.latency_s,
+        **cost_columns(e.usage, e.latency_s),
+    }
+
+
+def response_row(r: Response) -> dict[str, Any]:
+    """One model reply as a flat row (the responses table)."""
+    return {
+        "case_id": r.case_id,
+        "model": r.model,
+        "sample": r.sample,
+        "text": r.text,
+        "truncated": r.truncated,
+        "error": r.error,
+        **cost_columns(r.usage, r.latency_s),
     }
 
 
@@ -143,21 +161,7 @@ def table_rows(store: Store, table: str, *, counted: bool = False) -> list[dict[
             for c in store.cases()
         ]
     if table == "responses":
-        return [
-            {
-                "case_id": r.case_id,
-                "model": r.model,
-                "sample": r.sample,
-                "text": r.text,
-                "truncated": r.truncated,
-                "error": r.error,
-                "prompt_tokens": r.usage.prompt_tokens,
-                "completion_tokens": r.usage.completion_tokens,
-                "cost_usd": r.usage.cost_usd,
-                "latency_s": r.latency_s,
-            }
-            for r in store.responses()
-        ]
+        return [response_row(r) for r in store.responses()]
     if table == "judgments":
         return [judgment_row(j) for j in (counted_judgments(store).counted if counted else store.iter_judgments())]
     if table == "verdicts":
