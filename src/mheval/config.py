@@ -127,7 +127,7 @@ class RunConfig(BaseModel):
         if is_app_spec(model):
             return DEFAULT_MAX_TOKENS  # an application or plug-in target (models/targets.py)
         spec = parse_model_spec(model)
-        return EMBEDDED_MAX_TOKENS if spec.is_local and spec.base_url is None else DEFAULT_MAX_TOKENS
+        return EMBEDDED_MAX_TOKENS if spec.is_embedded else DEFAULT_MAX_TOKENS
 
     def identity_hash(self) -> str:
         """A short hash of what decides the run's units, so the same command finds the same folder."""

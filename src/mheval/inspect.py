@@ -202,6 +202,7 @@ def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunC
     """The run settings the judge is built from, checked the way `mheval run` checks a plan."""
     from mheval.engine.runner import plan_run
     from mheval.models import parse_model_spec
+    from mheval.models.spec import SERVE_EMBEDDED
 
     try:
         config = RunConfig(judges=[judge], protocols=[protocol], **options)
@@ -209,12 +210,10 @@ def _judge_config(protocol: str, judge: str, options: Mapping[str, Any]) -> RunC
         raise InputError(f"bad scorer option: {exc}", field="options") from exc
     if judge_model_specs([judge]):
         model_spec = parse_model_spec(judge)
-        if model_spec.is_local and model_spec.base_url is None:
+        if model_spec.is_embedded:
             # Inspect gives a scorer no place to stop a server it started, so an embedded judge is refused.
             raise InputError(
-                f"an Inspect scorer cannot start the embedded model {model_spec.name}: start its server and "
-                "give its URL (local/NAME@http://HOST:PORT/v1)",
-                field="judge",
+                f"an Inspect scorer cannot start the embedded model {model_spec.name}: {SERVE_EMBEDDED}", field="judge"
             )
     # No cases yet: this checks the protocol, the judge's key and whether the judge can judge the protocol.
     plan_run(config, stages=("judge",), suite=Suite("inspect", "cases come from the Inspect dataset", []))

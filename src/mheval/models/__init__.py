@@ -124,7 +124,7 @@ async def open_models(
             model: ChatModel
             if isinstance(spec, str):
                 model = open_app_target(spec, concurrency=concurrency, timeout_s=timeout_s, retry=retry)
-            elif spec.is_local and spec.base_url is None:
+            elif spec.is_embedded:
                 if spec.model not in servers:
                     server = LocalServer(spec.model)
                     await stack.enter_async_context(server)

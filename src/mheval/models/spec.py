@@ -71,6 +71,11 @@ class ModelSpec(BaseModel):
     def is_local(self) -> bool:
         return self.provider == "local"
 
+    @property
+    def is_embedded(self) -> bool:
+        """A local model with no server URL: mheval starts it inside this process (models/local.py)."""
+        return self.is_local and self.base_url is None
+
     def api_key(self) -> str | None:
         """The key, read from the environment now (never cached on the spec)."""
         if not self.api_key_env:
@@ -88,6 +93,10 @@ class ModelSpec(BaseModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+SERVE_EMBEDDED = "start its server and give its URL (local/NAME@http://HOST:PORT/v1)"
+"""What to do where an embedded model cannot be started (another process's workers, an Inspect scorer)."""
 
 
 # user:password@ inside a URL: a credential that would be saved with the spec in config.yaml and run.db.
