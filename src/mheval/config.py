@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mheval.errors import InputError
 from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, PSYCRISIS
 from mheval.models.spec import URL_CREDENTIALS, parse_model_spec
-from mheval.yamlio import load_yaml
+from mheval.yamlio import read_yaml_file
 
 DEFAULT_SUITE = "crisis-core"
 DEFAULT_MODEL = "local/smollm2"
@@ -151,20 +151,10 @@ class RunConfig(BaseModel):
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Read a YAML run config; `overrides` (from CLI flags that were given) win over the file."""
+    """Read a YAML run config (through the guarded reader every user YAML file takes); `overrides` (from CLI flags
+    that were given) win over the file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("config file not found", path=path) from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 (byte {exc.start})", path=path) from None
-    try:
-        data = load_yaml(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(f"invalid YAML: {getattr(exc, 'problem', exc)}", path=path, line=line) from None
+    data = read_yaml_file(path, "run config")[1] or {}
     if not isinstance(data, dict):
         raise InputError("a run config must be a mapping of keys to values", path=path)
     data.update(overrides or {})

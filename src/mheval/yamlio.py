@@ -84,6 +84,8 @@ def read_yaml_file(path: Path, what: str) -> tuple[str, Any]:
     InputError naming the file and line."""
     try:
         text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the {what}: {exc}", path=path) from None
     try:
