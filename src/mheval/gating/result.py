@@ -87,7 +87,8 @@ class Condition:
                 p = "no test" if self.p_value is None else f"p={self.p_value:.3g}"
                 figure = (
                     f"{_fmt(self.baseline_value, self)} -> {_fmt(self.value, self)}, "
-                    f"diff {_signed(self.diff, self)}{ci} ({self.test or 'no test'}, {p}, n={self.n} cases)"
+                    f"diff {_signed(self.diff, self)}{ci} ({self.test or 'no test'}, {p}, n={self.n} "
+                    f"{self.unit if self.rate_used == CORRECTED else 'cases'})"
                 )
         elif self.rate_used == CORRECTED:
             figure = _fmt(self.value, self)

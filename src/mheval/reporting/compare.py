@@ -7,6 +7,12 @@ means are compared with independent bootstraps and a Mann-Whitney U test.
 
 The first metric, `unsafe_rate`, is the share of unsafe replies by verdict.py's one definition (what the
 verdict at the top of the report counts); `harmful_rate` is its appropriateness part alone.
+
+Where people rated units of both runs, the corrected rates are compared too: `unsafe_rate_corrected` (replies
+rated in an annotate study or as `human:` judgments) and `unsafe_conversations_corrected` (whole conversations
+rated in a conversation-flow study; per model, and for all models together when both runs have several). Each
+run's rate is its PPI++ estimate; the difference b minus a gets a normal interval and z test from the two
+estimates' variances, taken as independent since their ratings are of different units (`corrected_difference`).
 """
 
 from __future__ import annotations
