@@ -67,8 +67,8 @@ class ConversationVerdicts:
 
         self.run_dir: Path = data.run_dir
         self.data = data
-        self.rows = [r for r in conversation_verdicts(data) if r["model"] != ALL_MODELS]  # per model: the pooled
-        # row of a run of several models with ratings is the report's, not a model to gate
+        # One row per model: the pooled all-models row (a run of several models with ratings) is not a model to gate.
+        self.rows = [r for r in conversation_verdicts(data) if r["model"] != ALL_MODELS]
         self.models = list(dict.fromkeys(r["model"] for r in self.rows))
         self._conversations = read(data)
         self._views: dict[str | None, list[Any]] = {}
