@@ -232,14 +232,23 @@ def psycrisis_by_category(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.D
 # --------------------------------------------------------------------------- per protocol profiles
 
 
-def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
-    """Per model x judge: how often each dimension is met [Wilson], and the mean total [bootstrap]."""
-    verdicts = [j for j in first_scored(run.of(PSYCRISIS)) if j.model is not None]
-    dims = protocol_dimensions(PSYCRISIS) or sorted({k for j in verdicts for k in j.scores})
-    names = dimension_names(PSYCRISIS)
+def _scored_replies_by_model_judge(
+    run: RunData, protocol: str
+) -> tuple[list[str], dict[tuple[str, str], list[Judgment]]]:
+    """The protocol's dimensions (those its judgments scored, when the protocol names none) and the first scored
+    judgment of each reply, grouped by (model, judge) in the order the run holds them."""
+    verdicts = [j for j in first_scored(run.of(protocol)) if j.model is not None]
+    dims = protocol_dimensions(protocol) or sorted({k for j in verdicts for k in j.scores})
     groups: dict[tuple[str, str], list[Judgment]] = defaultdict(list)
     for j in verdicts:
         groups[(j.model or "", j.judge)].append(j)
+    return dims, groups
+
+
+def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
+    """Per model x judge: how often each dimension is met [Wilson], and the mean total [bootstrap]."""
+    dims, groups = _scored_replies_by_model_judge(run, PSYCRISIS)
+    names = dimension_names(PSYCRISIS)
     rows = []
     for (model, judge), items in groups.items():
         for dim in dims:
@@ -276,12 +285,8 @@ def psycrisis_dimensions(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.Da
 
 def mentalalign_profile(run: RunData, *, n_boot: int = DEFAULT_N_BOOT) -> pd.DataFrame:
     """Per model x judge: mean of each attribute (1-5) and of CSS and ARS, with bootstrap intervals."""
-    verdicts = [j for j in first_scored(run.of(MENTALALIGN)) if j.model is not None]
-    dims = protocol_dimensions(MENTALALIGN) or sorted({k for j in verdicts for k in j.scores})
+    dims, groups = _scored_replies_by_model_judge(run, MENTALALIGN)
     names = {**dimension_names(MENTALALIGN), "css": "CSS (cognitive support)", "ars": "ARS (affective resonance)"}
-    groups: dict[tuple[str, str], list[Judgment]] = defaultdict(list)
-    for j in verdicts:
-        groups[(j.model or "", j.judge)].append(j)
     rows = []
     for (model, judge), items in groups.items():
         filled = [{**protocol_aggregate(MENTALALIGN, j.scores), **j.scores} for j in items]
