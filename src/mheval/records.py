@@ -42,6 +42,14 @@ class Reason(StrEnum):
 UNSCORED_REASONS: tuple[str, ...] = tuple(r.value for r in Reason)
 
 
+def reason_text(reason: Reason | None, detail: str | None) -> str | None:
+    """Why something went unscored as people read it, "kind: detail" (the kind alone without a detail); None
+    when nothing went wrong. Judgments and parse verdicts say it the same way."""
+    if reason is None:
+        return None
+    return f"{reason.value}: {detail}" if detail else reason.value
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
@@ -153,9 +161,7 @@ class Judgment(_Record):
     @property
     def reason_text(self) -> str | None:
         """ "kind: detail", for people to read."""
-        if self.reason is None:
-            return None
-        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+        return reason_text(self.reason, self.detail)
 
     @model_validator(mode="after")
     def _unscored_is_empty(self) -> Judgment:

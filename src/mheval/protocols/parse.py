@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mheval.protocols.definition import normalise_name
 from mheval.protocols.lenient_json import PartialString, find_objects
-from mheval.records import Reason
+from mheval.records import Reason, reason_text
 
 if TYPE_CHECKING:
     from mheval.protocols.protocol import ProtocolSpec
@@ -53,9 +53,7 @@ class Verdict:
     @property
     def reason_text(self) -> str | None:
         """ "kind: detail", for people to read."""
-        if self.reason is None:
-            return None
-        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
+        return reason_text(self.reason, self.detail)
 
 
 # Severity order when several problems are found: the most basic one is reported.
