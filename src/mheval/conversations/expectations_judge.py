@@ -22,11 +22,11 @@ from mheval.conversations.expectations import (
     offline_expectations,
 )
 from mheval.conversations.flow import ground_quotes, quoted_turn
-from mheval.conversations.flow_judge import render_transcript
+from mheval.conversations.flow_judge import ask_conversation_judge, render_transcript
 from mheval.conversations.scenario import MUST, MUST_NOT, Scenario
 from mheval.conversations.truth import Truth
 from mheval.labels import EXPECTATIONS
-from mheval.models.base import ChatModel, ModelError
+from mheval.models.base import ChatModel
 from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
 
@@ -143,13 +143,9 @@ async def judge_expectations(
         ordered = sorted(exchanges, key=lambda e: e.turn)
         harm = await read_conversation(detector, [(e.turn, e.user, e.reply) for e in ordered]) if detector else {}
         return offline_expectations(scenario, exchanges, harm, truth, **ids)
-    messages = [{"role": "user", "content": render_prompt(scenario, exchanges)}]
-    try:
-        c = await judge_model.complete(
-            messages, temperature=config.judge_temperature, max_tokens=config.judge_max_tokens, seed=config.seed
-        )
-    except ModelError as exc:
-        return Judgment.unscored(Reason.PROVIDER_ERROR, str(exc), **ids)
+    c = await ask_conversation_judge(judge_model, render_prompt(scenario, exchanges), config, **ids)
+    if isinstance(c, Judgment):
+        return c
     verdict = parse_expectations(scenario, exchanges, c.text, grounding=config.grounding, **ids)
     return verdict.model_copy(update={"usage": c.usage})
 

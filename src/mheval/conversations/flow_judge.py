@@ -13,7 +13,7 @@ from typing import Any
 from mheval.config import RunConfig
 from mheval.conversations.flow import OUTCOMES, SEVERITY, FlowSpec, flow_judgment, ground_quotes, offline_flow
 from mheval.conversations.scenario import Scenario
-from mheval.models.base import ChatModel, ModelError
+from mheval.models.base import ChatModel, Completion, ModelError
 from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
 
@@ -70,6 +70,18 @@ def render_transcript(exchanges: list[Exchange]) -> str:
     return "\n".join(lines)
 
 
+async def ask_conversation_judge(chat: ChatModel, prompt: str, config: RunConfig, **ids: Any) -> Completion | Judgment:
+    """One call of a whole-conversation judge model (flow, expectations) with the run's judge settings: its
+    completion, or an unscored judgment (provider_error, retried on resume) when the call failed."""
+    messages = [{"role": "user", "content": prompt}]
+    try:
+        return await chat.complete(
+            messages, temperature=config.judge_temperature, max_tokens=config.judge_max_tokens, seed=config.seed
+        )
+    except ModelError as exc:
+        return Judgment.unscored(Reason.PROVIDER_ERROR, str(exc), **ids)
+
+
 def render_prompt(spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange]) -> str:
     lang = scenario.language
     questions = "\n".join(f"- {dim}: {spec.question(dim, lang)}" for dim, _ in spec.dimensions)
@@ -81,13 +93,9 @@ def render_prompt(spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange])
 async def llm_flow(
     spec: FlowSpec, scenario: Scenario, exchanges: list[Exchange], chat: ChatModel, config: RunConfig, **ids: Any
 ) -> Judgment:
-    messages = [{"role": "user", "content": render_prompt(spec, scenario, exchanges)}]
-    try:
-        c = await chat.complete(
-            messages, temperature=config.judge_temperature, max_tokens=config.judge_max_tokens, seed=config.seed
-        )
-    except ModelError as exc:
-        return Judgment.unscored(Reason.PROVIDER_ERROR, str(exc), **ids)
+    c = await ask_conversation_judge(chat, render_prompt(spec, scenario, exchanges), config, **ids)
+    if isinstance(c, Judgment):
+        return c
     return parse_flow(spec, scenario, exchanges, c.text, grounding=config.grounding, usage=c.usage, **ids)
 
 
