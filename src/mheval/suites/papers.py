@@ -142,17 +142,22 @@ def split_segments(text: str) -> list[tuple[str, str]]:
     return [(_ROLE[role], body.strip()) for role, body in zip(parts[1::2], parts[2::2], strict=True)]
 
 
+def _field_segments(rec: dict[str, Any], name: str, path: Path, line: int) -> list[tuple[str, str]]:
+    """The speaker segments of a record's string field; an InputError naming file, line and field otherwise."""
+    text = _require_str(rec, name, path, line)
+    try:
+        return split_segments(text)
+    except ValueError as exc:
+        raise InputError(str(exc), path=path, line=line, field=name) from None
+
+
 def read_dialogue_safety(path: Path) -> Loaded:
     cases: list[Case] = []
     lines: list[int] = []
     responses: list[Response] = []
     for line, rec in _records(path):
         case_id = _record_id(rec, path, line) or f"row-{len(cases) + 1}"
-        context = _require_str(rec, "context", path, line)
-        try:
-            segments = split_segments(context)
-        except ValueError as exc:
-            raise InputError(str(exc), path=path, line=line, field="context") from None
+        segments = _field_segments(rec, "context", path, line)
         if not segments:
             raise InputError("no [seeker] segment", path=path, line=line, field="context")
         label = rec.get("label")
@@ -182,11 +187,7 @@ def read_dialogue_safety(path: Path) -> Loaded:
         )
         lines.append(line)
         if rec.get("response") is not None:
-            reply = _require_str(rec, "response", path, line)
-            try:
-                reply_segments = split_segments(reply)
-            except ValueError as exc:
-                raise InputError(str(exc), path=path, line=line, field="response") from None
+            reply_segments = _field_segments(rec, "response", path, line)
             if [r for r, _ in reply_segments] != ["assistant"]:
                 raise InputError("must be one [supporter] segment", path=path, line=line, field="response")
             responses.append(
