@@ -105,9 +105,7 @@ def import_published(source: str, path: str | Path, run_dir: str | Path) -> Impo
 
 
 def _read_mentalalign(path: Path) -> tuple[list[Path], list[Case], list[Judgment]]:
-    import openpyxl
-
-    from mheval.suites.papers import read_mentalalign
+    from mheval.suites.papers import read_mentalalign, workbook_rows
 
     files = sorted(p for p in path.iterdir() if _MA_JUDGE_RE.match(p.name)) if path.is_dir() else [path]
     if not files:
@@ -121,14 +119,7 @@ def _read_mentalalign(path: Path) -> tuple[list[Path], list[Case], list[Judgment
         if match is None:
             raise InputError("expected a file named judge_<judge>.xlsx", path=file)
         judge = match.group(1)
-        try:
-            workbook = openpyxl.load_workbook(file, read_only=True, data_only=True)
-        except Exception as exc:  # openpyxl raises several unrelated types for a bad file
-            raise InputError(f"not a readable .xlsx workbook ({exc})", path=file) from None
-        try:
-            rows = list(workbook.worksheets[0].iter_rows(values_only=True))
-        finally:
-            workbook.close()
+        rows = workbook_rows(file)
         header = [str(h).strip() if h is not None else "" for h in rows[0]]
         columns = {i: m.group(1).strip() for i, h in enumerate(header) if (m := re.search(r"response_(.+)$", h))}
         if not columns:

@@ -365,9 +365,10 @@ def _conv_id(value: Any, path: Path, line: int) -> int | str:
     return text
 
 
-def read_mentalalign(path: Path) -> Loaded:
-    if path.is_dir():
-        path = path / MENTALALIGN_DEFAULT
+def workbook_rows(path: Path) -> list[tuple[Any, ...]]:
+    """The cell values of an .xlsx workbook's first sheet, row by row (MentalAlign's files: the suite and the
+    judges' files); an InputError for a file that is not a readable workbook, one with no sheet, or an empty
+    first sheet."""
     check_file(path)
     import openpyxl
 
@@ -387,6 +388,13 @@ def read_mentalalign(path: Path) -> Loaded:
         workbook.close()
     if not rows:
         raise InputError("the first sheet is empty", path=path)
+    return rows
+
+
+def read_mentalalign(path: Path) -> Loaded:
+    if path.is_dir():
+        path = path / MENTALALIGN_DEFAULT
+    rows = workbook_rows(path)
     header = [str(h).strip() if h is not None else "" for h in rows[0]]
     for needed in ("ConvID", "context"):
         if needed not in header:
