@@ -36,6 +36,7 @@ from mheval.analysis.corrected import ALL_MODELS
 from mheval.annotate.study import Study
 from mheval.records import Case, Judgment, Response, Turn
 from mheval.reporting.compare import CORRECTED_CONVERSATIONS
+from mheval.reporting.summary import format_comparison
 from mheval.runfolder.store import Store
 
 JUDGE = "offline:fast"
@@ -271,6 +272,12 @@ def test_compare_gives_the_difference_of_corrected_rates_symmetrically(judged: P
         assert back["diff_low"] == pytest.approx(-row["diff_high"], abs=1e-12)
         assert back["diff_high"] == pytest.approx(-row["diff_low"], abs=1e-12)
         assert back["p_value"] == pytest.approx(row["p_value"], abs=1e-12)
+
+    # The text table shows the corrected rates as shares (percent, percentage points), the unpaired count as "-".
+    text = format_comparison(ab[ab["metric"] == CORRECTED_CONVERSATIONS])
+    helpline = next(line for line in text.splitlines() if line.startswith(CORRECTED_CONVERSATIONS) and HELPLINE in line)
+    assert f"{ea[HELPLINE].corrected * 100:.0f}%" in helpline and " pp [" in helpline and "nan" not in helpline
+    assert f"{ea[HELPLINE].n_judged}/{eb[HELPLINE].n_judged}/–" in helpline
 
     # Only one run with ratings: no corrected difference (never one side's judge count against the other's rate).
     bare = _copy(judged, tmp_path / "bare")

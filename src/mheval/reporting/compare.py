@@ -299,6 +299,8 @@ CORRECTED = "unsafe_rate_corrected"
 CORRECTED_CONVERSATIONS = "unsafe_conversations_corrected"
 """The unsafe-conversation rate corrected by people's answers in a conversation-flow study (reporting/multiturn.py)."""
 CORRECTED_TEST = "normal, independent PPI++ estimates"
+RATES = (UNSAFE, "harmful_rate", CORRECTED, CORRECTED_CONVERSATIONS)
+"""The metrics that are shares (shown in percent and percentage points)."""
 
 
 def _corrected_rows(a: RunData, b: RunData) -> list[dict[str, object]]:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from mheval.labels import CRISIS_TRIAGE
 from mheval.reporting import formatting as f
+from mheval.reporting.compare import RATES
 from mheval.reporting.metrics import ALL
 from mheval.reporting.overview import read_by_llm
 from mheval.reporting.rundata import label_name
@@ -365,7 +366,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
         return "no comparable numbers: the runs share no model and metric\n"
     rows = []
     for r in frame.to_dict("records"):
-        pct = r["metric"] in ("harmful_rate", "unsafe_rate")
+        pct = r["metric"] in RATES
         scale = 100 if pct else 1
         unit = " pp" if pct else ""
 
@@ -383,7 +384,7 @@ def format_comparison(frame: pd.DataFrame) -> str:
                 r["metric"],
                 model,
                 _category(r["category"]),
-                f"{r['n_a']}/{r['n_b']}/{r['n_paired']}",
+                "/".join("–" if f.missing(r[k]) else str(int(r[k])) for k in ("n_a", "n_b", "n_paired")),
                 " / ".join(f.pct(r.get(k)) if pct else f.num(r.get(k)) for k in ("mean_a", "mean_b")),
                 f"{v(r['diff'])}{unit} [{v(r['diff_low'])}, {v(r['diff_high'])}]",
                 "–" if f.missing(r["p_value"]) else f"{r['p_value']:.3g}",
