@@ -21,38 +21,13 @@ from mheval.commands.console import content_note, err, input_error_line, out, pr
 from mheval.commands.options import (
     REPORT_FORMATS,
     TEXT_JSON,
-    BatchOpt,
-    ConcOpt,
-    ConfigOpt,
-    ExecutorOpt,
-    ExpectOpt,
     FormatOpt,
-    GroundingOpt,
-    JudgeOpt,
-    LeaveOwnOpt,
-    LimitOpt,
-    MaxTokOpt,
-    ModelNameOpt,
-    ModelOpt,
-    ModeOpt,
-    OnInjectionOpt,
-    OutOpt,
     OverwriteOpt,
-    PanelOpt,
-    ProtocolOpt,
-    QuietOpt,
-    RayAddressOpt,
-    RedactOpt,
-    RepeatsOpt,
-    RolesOpt,
     RunArg,
-    SamplesOpt,
-    SimulatorOpt,
-    SkipBadOpt,
     StdoutOpt,
-    SuiteOpt,
     TextJsonOpt,
     check_format,
+    takes_flags,
 )
 from mheval.errors import InputError
 from mheval.labels import CRISIS_TRIAGE
@@ -84,8 +59,8 @@ def main() -> None:
         sys.exit(2)
 
 
-# The stage commands' parameters are the run config's flags under their command-line names (--model fills
-# `models`), so each command hands over its locals() whole and no flag is listed twice.
+# The stage commands' flags are the run config's fields under their command-line names (--model fills `models`),
+# so each command hands them over whole.
 _CONFIG_FIELDS = {"model": "models", "judge": "judges", "protocol": "protocols"}
 
 
@@ -178,110 +153,44 @@ def _print_summary(run: Path | RunSummary) -> None:
 
 
 # -- pipeline commands ----------------------------------------------------------------------------
+# The flags each stage command takes (options.STAGE_FLAGS), by what they are for.
+_EVERY_STAGE = ("config", "suite", "limit", "out_dir", "concurrency", "batch", "executor", "ray_address", "quiet")
+_GENERATING = ("model", "samples", "max_tokens")
+_JUDGING = ("judge", "repeats", "panel", "redact")
+_JUDGING_REPLIES = ("protocol", "grounding", "leave_own_model_out", "on_injection")
+_MULTI_TURN = ("simulator", "mode")
+_RECORDED = ("roles", "model_name", "expect", "skip_bad")
+
+
 @app.command()
-def run(
-    config: ConfigOpt = None,
-    suite: SuiteOpt = None,
-    model: ModelOpt = None,
-    samples: SamplesOpt = None,
-    judge: JudgeOpt = None,
-    protocol: ProtocolOpt = None,
-    repeats: RepeatsOpt = None,
-    limit: LimitOpt = None,
-    out_dir: OutOpt = None,
-    concurrency: ConcOpt = None,
-    max_tokens: MaxTokOpt = None,
-    grounding: GroundingOpt = None,
-    panel: PanelOpt = None,
-    leave_own_model_out: LeaveOwnOpt = None,
-    on_injection: OnInjectionOpt = None,
-    batch: BatchOpt = None,
-    executor: ExecutorOpt = None,
-    ray_address: RayAddressOpt = None,
-    simulator: SimulatorOpt = None,
-    mode: ModeOpt = None,
-    roles: RolesOpt = None,
-    model_name: ModelNameOpt = None,
-    expect: ExpectOpt = None,
-    skip_bad: SkipBadOpt = None,
-    redact: RedactOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@takes_flags(*_EVERY_STAGE, *_GENERATING, *_JUDGING, *_JUDGING_REPLIES, *_MULTI_TURN, *_RECORDED)
+def run(**flags: Any) -> None:
     """The whole pipeline: triage, generate, judge (for a multi-turn suite: play, judge each turn, judge
     each conversation; for recorded conversations, transcripts:PATH, nothing is generated). Run it again to
     resume."""
-    _run_stages(("triage", "generate", "judge"), **locals())
+    _run_stages(("triage", "generate", "judge"), **flags)
 
 
 @app.command()
-def triage(
-    config: ConfigOpt = None,
-    suite: SuiteOpt = None,
-    judge: JudgeOpt = None,
-    repeats: RepeatsOpt = None,
-    limit: LimitOpt = None,
-    out_dir: OutOpt = None,
-    concurrency: ConcOpt = None,
-    panel: PanelOpt = None,
-    batch: BatchOpt = None,
-    executor: ExecutorOpt = None,
-    ray_address: RayAddressOpt = None,
-    redact: RedactOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@takes_flags(*_EVERY_STAGE, *_JUDGING)
+def triage(**flags: Any) -> None:
     """Crisis triage of each case's user input only (with --redact, the judge reads it masked)."""
-    _run_stages(("triage",), protocol=[CRISIS_TRIAGE], **locals())
+    _run_stages(("triage",), protocol=[CRISIS_TRIAGE], **flags)
 
 
 @app.command()
-def generate(
-    config: ConfigOpt = None,
-    suite: SuiteOpt = None,
-    model: ModelOpt = None,
-    samples: SamplesOpt = None,
-    limit: LimitOpt = None,
-    out_dir: OutOpt = None,
-    concurrency: ConcOpt = None,
-    max_tokens: MaxTokOpt = None,
-    batch: BatchOpt = None,
-    executor: ExecutorOpt = None,
-    ray_address: RayAddressOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@takes_flags(*_EVERY_STAGE, *_GENERATING)
+def generate(**flags: Any) -> None:
     """Generate responses of the target models only."""
-    _run_stages(("generate",), **locals())
+    _run_stages(("generate",), **flags)
 
 
 @app.command()
-def judge(
-    config: ConfigOpt = None,
-    suite: SuiteOpt = None,
-    judge: JudgeOpt = None,
-    protocol: ProtocolOpt = None,
-    repeats: RepeatsOpt = None,
-    limit: LimitOpt = None,
-    out_dir: OutOpt = None,
-    responses: Annotated[
-        Path | None, typer.Option(help="JSONL of responses made elsewhere (case_id, model, sample, text).")
-    ] = None,
-    concurrency: ConcOpt = None,
-    grounding: GroundingOpt = None,
-    panel: PanelOpt = None,
-    leave_own_model_out: LeaveOwnOpt = None,
-    on_injection: OnInjectionOpt = None,
-    batch: BatchOpt = None,
-    executor: ExecutorOpt = None,
-    ray_address: RayAddressOpt = None,
-    roles: RolesOpt = None,
-    model_name: ModelNameOpt = None,
-    expect: ExpectOpt = None,
-    skip_bad: SkipBadOpt = None,
-    redact: RedactOpt = None,
-    quiet: QuietOpt = False,
-) -> None:
+@takes_flags(*_EVERY_STAGE, *_JUDGING, *_JUDGING_REPLIES, *_RECORDED, "responses")
+def judge(**flags: Any) -> None:
     """Judge responses: those in the run folder, the suite's own (already-answered suites), --responses, or
     recorded conversations (--suite transcripts:PATH)."""
-    _run_stages(("triage", "judge"), **locals())
+    _run_stages(("triage", "judge"), **flags)
 
 
 @app.command("import")

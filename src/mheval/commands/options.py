@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -135,6 +137,62 @@ RunArg = Annotated[Path, typer.Argument(help="A run folder.")]
 StdoutOpt = Annotated[Path | None, typer.Option("--output", help="File to write (default: stdout).")]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace --output if it exists.")]
 StudyOpt = Annotated[str | None, typer.Option("--study", help="The study (default: the newest).")]
+ResponsesOpt = Annotated[
+    Path | None, typer.Option(help="JSONL of responses made elsewhere (case_id, model, sample, text).")
+]
+
+# The flags of the stage commands (run, triage, generate, judge), with their defaults, in the order --help lists
+# them. Each is a run-config field under its command-line name, so a command hands them on whole.
+STAGE_FLAGS: dict[str, tuple[Any, Any]] = {
+    "config": (ConfigOpt, None),
+    "suite": (SuiteOpt, None),
+    "model": (ModelOpt, None),
+    "samples": (SamplesOpt, None),
+    "judge": (JudgeOpt, None),
+    "protocol": (ProtocolOpt, None),
+    "repeats": (RepeatsOpt, None),
+    "limit": (LimitOpt, None),
+    "out_dir": (OutOpt, None),
+    "responses": (ResponsesOpt, None),
+    "concurrency": (ConcOpt, None),
+    "max_tokens": (MaxTokOpt, None),
+    "grounding": (GroundingOpt, None),
+    "panel": (PanelOpt, None),
+    "leave_own_model_out": (LeaveOwnOpt, None),
+    "on_injection": (OnInjectionOpt, None),
+    "batch": (BatchOpt, None),
+    "executor": (ExecutorOpt, None),
+    "ray_address": (RayAddressOpt, None),
+    "simulator": (SimulatorOpt, None),
+    "mode": (ModeOpt, None),
+    "roles": (RolesOpt, None),
+    "model_name": (ModelNameOpt, None),
+    "expect": (ExpectOpt, None),
+    "skip_bad": (SkipBadOpt, None),
+    "redact": (RedactOpt, None),
+    "quiet": (QuietOpt, False),
+}
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def takes_flags(*names: str) -> Callable[[Command], Command]:
+    """Give a command written as `def command(**flags)` the named STAGE_FLAGS as its parameters, in the table's
+    order: typer reads a function's parameters from its signature, and `__signature__` is where it looks first."""
+    unknown = sorted(set(names) - STAGE_FLAGS.keys())
+    if unknown:
+        raise ValueError(f"not stage flags: {unknown}")  # a mistake in this package's own commands
+
+    def give(command: Command) -> Command:
+        parameters = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+            for name, (annotation, default) in STAGE_FLAGS.items()
+            if name in names
+        ]
+        command.__signature__ = inspect.Signature(parameters, return_annotation=None)  # type: ignore[attr-defined]
+        return command
+
+    return give
 
 
 def check_format(format: str, choices: tuple[str, ...]) -> None:
