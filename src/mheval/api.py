@@ -18,12 +18,13 @@ Jupyter cell); `evaluate_async` is the same for async code.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from mheval.config import STAGES, RunConfig, build_config, load_config
 from mheval.engine.runner import ProgressSink, RunResult, execute, plan_run, run_coroutine
@@ -46,6 +47,8 @@ CaseLike = Case | Mapping[str, Any]
 SuiteLike = str | Suite | Sequence[CaseLike]
 # A target: a spec string, or a Python function or class (models/python_target.py).
 TargetLike = str | Callable[..., Any]
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass
@@ -96,39 +99,17 @@ class EvalResults(RunResult):
         return report(self.run_dir, output=output, redact=redact, overwrite=overwrite)
 
 
-def evaluate(
-    suite: SuiteLike | None = None,
-    *,
-    cases: Sequence[CaseLike] | None = None,
-    models: Sequence[TargetLike] | TargetLike | None = None,
-    judges: Sequence[str] | str | None = None,
-    protocols: Sequence[str] | str | None = None,
-    out: str | Path | None = None,
-    stages: Sequence[str] = STAGES,
-    responses: Sequence[Response | Mapping[str, Any]] | str | Path | None = None,
-    config: RunConfig | str | Path | None = None,
-    progress: ProgressSink | None = None,
-    **options: Any,
-) -> EvalResults:
-    """Evaluate models on a suite: triage the cases, generate replies, judge them; returns the results.
+def _parameters_of(source: Callable[P, Any]) -> Callable[[Callable[..., R]], Callable[P, R]]:
+    """Give a function written as `(*args, **kwargs)` the parameters of `source`, which it hands them to: to
+    `inspect.signature` (help(), editors, documentation) and to type checkers alike."""
 
-    `suite` is a built-in name (`"crisis-core"`), `"FORMAT:PATH"`, a `Suite`, or a list of `Case` or
-    dicts (`id`, `text` or `turns`, optional `language`, `crisis_label`, `locale`, `response`); `cases=`
-    is the same as a list. `models`, `judges` and `protocols` are specs as on the command line; a model may
-    also be a Python function or class (an application target: it gets the conversation so far as a list of
-    {"role", "content"} and returns the reply; docs/app-targets.md), stored as `python:MODULE:NAME`. `out` is
-    the run folder (default `runs/<suite>-<hash>`); when it already holds a run, its own config is the
-    base and what is given here changes it. `config` is a `RunConfig` or a YAML file; any other keyword
-    is a `RunConfig` field (samples, repeats, limit, concurrency, max_tokens, grounding, on_injection, ...).
-    `stages` picks some of triage, generate and judge. `responses` are replies made elsewhere, to judge.
+    def give(function: Callable[..., R]) -> Callable[P, R]:
+        function.__signature__ = inspect.signature(source).replace(  # type: ignore[attr-defined]
+            return_annotation=inspect.signature(function).return_annotation
+        )
+        return function
 
-    Raises `mheval.InputError` for bad input, before anything is written. Works inside a running event
-    loop too (it then runs on a loop of its own in a worker thread).
-    """
-    return run_coroutine(
-        evaluate_async(suite, cases=cases, models=models, judges=judges, protocols=protocols, out=out,
-                       stages=stages, responses=responses, config=config, progress=progress, **options)
-    )  # fmt: skip
+    return give
 
 
 async def evaluate_async(
@@ -163,6 +144,26 @@ async def evaluate_async(
     plan = plan_run(run_config, tuple(stages), extra, suite=in_memory)
     result = await execute(plan, progress)
     return EvalResults(**vars(result), config=run_config)
+
+
+@_parameters_of(evaluate_async)
+def evaluate(*args: Any, **kwargs: Any) -> EvalResults:
+    """Evaluate models on a suite: triage the cases, generate replies, judge them; returns the results.
+
+    `suite` is a built-in name (`"crisis-core"`), `"FORMAT:PATH"`, a `Suite`, or a list of `Case` or
+    dicts (`id`, `text` or `turns`, optional `language`, `crisis_label`, `locale`, `response`); `cases=`
+    is the same as a list. `models`, `judges` and `protocols` are specs as on the command line; a model may
+    also be a Python function or class (an application target: it gets the conversation so far as a list of
+    {"role", "content"} and returns the reply; docs/app-targets.md), stored as `python:MODULE:NAME`. `out` is
+    the run folder (default `runs/<suite>-<hash>`); when it already holds a run, its own config is the
+    base and what is given here changes it. `config` is a `RunConfig` or a YAML file; any other keyword
+    is a `RunConfig` field (samples, repeats, limit, concurrency, max_tokens, grounding, on_injection, ...).
+    `stages` picks some of triage, generate and judge. `responses` are replies made elsewhere, to judge.
+
+    Raises `mheval.InputError` for bad input, before anything is written. Works inside a running event
+    loop too (it then runs on a loop of its own in a worker thread).
+    """
+    return run_coroutine(evaluate_async(*args, **kwargs))
 
 
 def resolve_config(config: RunConfig | str | Path | None, overrides: Mapping[str, Any]) -> RunConfig:
