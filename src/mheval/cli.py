@@ -17,7 +17,7 @@ from rich.text import Text
 
 from mheval.commands import agreement, catalogue, train
 from mheval.commands.annotate import annotate_app
-from mheval.commands.console import content_note, err, input_error_line, out, print_frame
+from mheval.commands.console import EXIT_PROVIDER_ERRORS, content_note, err, input_error_line, out, print_frame
 from mheval.commands.options import (
     REPORT_FORMATS,
     TEXT_JSON,
@@ -44,10 +44,6 @@ app = typer.Typer(
 app.add_typer(catalogue.suites_app, name="suites")
 app.add_typer(catalogue.protocols_app, name="protocols")
 app.add_typer(annotate_app, name="annotate")
-
-# Exit codes: 2 bad input (errors.InputError), 3 a finished run with units that failed at the provider, or
-# with nothing to read (every conversation failed in the simulator, or no unit could be judged).
-EXIT_PROVIDER_ERRORS = 3
 
 
 def main() -> None:

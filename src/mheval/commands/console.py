@@ -94,4 +94,4 @@ def print_frame(frame: Any, title: str, format: str) -> None:
         raise InputError(f"unknown format {format!r}", field="format", choices=("table", "json", "csv"))
 
 
-__all__ = ["PIPED_WIDTH", "content_note", "err", "input_error_line", "out", "print_frame"]
+__all__ = ["EXIT_PROVIDER_ERRORS", "PIPED_WIDTH", "content_note", "err", "input_error_line", "out", "print_frame"]
