@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -34,8 +36,6 @@ def suites_show(
     limit: Annotated[int, typer.Option(help="Cases to print.")] = 5,
 ) -> None:
     """Counts of a suite by language, label and locale, and its first cases (or scenarios)."""
-    from collections import Counter
-
     from mheval.suites import load_suite
     from mheval.suites.dialogues import is_dialogue_suite
 
@@ -45,18 +45,17 @@ def suites_show(
 
     suite = load_suite(name)
     cases = suite.cases
-    out.print(Text.assemble((suite.name, "bold"), ": ", suite.description))
-    out.print(f"{len(cases)} cases, {len(suite.responses)} responses", highlight=False)
-    for title, counter in (
-        ("language", Counter(c.language for c in cases)),
-        ("crisis_label", Counter(c.crisis_label or "-" for c in cases)),
-        ("locale", Counter(c.locale or "-" for c in cases)),
-        ("turns", Counter("multi-turn" if len(c.turns) > 1 else "single" for c in cases)),
-    ):
-        out.print(
-            f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
-        )
-    out.print(f"[dim]{content_note()}[/]")
+    _print_overview(
+        suite.name,
+        suite.description,
+        f"{len(cases)} cases, {len(suite.responses)} responses",
+        {
+            "language": Counter(c.language for c in cases),
+            "crisis_label": Counter(c.crisis_label or "-" for c in cases),
+            "locale": Counter(c.locale or "-" for c in cases),
+            "turns": Counter("multi-turn" if len(c.turns) > 1 else "single" for c in cases),
+        },
+    )
     for case in cases[:limit]:
         out.print(Text.assemble("\n", (case.id, "bold"), f" ({case.language}, {case.locale}, {case.crisis_label})"))
         for turn in case.turns:
@@ -64,29 +63,38 @@ def suites_show(
 
 
 def _show_scenarios(name: str, limit: int) -> None:
-    from collections import Counter
-
     from mheval.suites.dialogues import DIALOGUE_SUITES, load_dialogue_suite
 
     scenarios = load_dialogue_suite(name)
     description = DIALOGUE_SUITES[name][1] if name in DIALOGUE_SUITES else "scenario files"
-    out.print(Text.assemble((name, "bold"), ": ", description))
-    out.print(f"{len(scenarios)} scenarios, {sum(len(s.beats) for s in scenarios)} beats", highlight=False)
-    for title, counter in (
-        ("language", Counter(s.language for s in scenarios)),
-        ("family", Counter(s.family for s in scenarios)),
-        ("crisis_label", Counter(s.crisis_label for s in scenarios)),
-        ("risk_level", Counter(s.risk_level for s in scenarios)),
-    ):
-        out.print(
-            f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
-        )
-    out.print(f"[dim]{content_note()}[/]")
+    _print_overview(
+        name,
+        description,
+        f"{len(scenarios)} scenarios, {sum(len(s.beats) for s in scenarios)} beats",
+        {
+            "language": Counter(s.language for s in scenarios),
+            "family": Counter(s.family for s in scenarios),
+            "crisis_label": Counter(s.crisis_label for s in scenarios),
+            "risk_level": Counter(s.risk_level for s in scenarios),
+        },
+    )
     table = Table("id", "lang", "family", "risk", "beats", "turns", "title")
     for s in scenarios[:limit] if limit else scenarios:
         table.add_row(*(Text(str(v)) for v in (s.id, s.language, s.family, s.risk_level, len(s.beats),
                                                 f"{s.turns.min}-{s.turns.max}", s.title)))  # fmt: skip
     out.print(table)
+
+
+def _print_overview(name: str, description: str, size: str, tallies: Mapping[str, Counter[Any]]) -> None:
+    """What `suites show` prints first, for cases and scenarios alike: the name and description, the size, a
+    line per field with how many have each value (commonest first), then the content warning."""
+    out.print(Text.assemble((name, "bold"), ": ", description))
+    out.print(size, highlight=False)
+    for title, counter in tallies.items():
+        out.print(
+            f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counter.most_common()), highlight=False, markup=False
+        )
+    out.print(f"[dim]{content_note()}[/]")
 
 
 def judges(
