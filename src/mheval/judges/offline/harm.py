@@ -74,6 +74,7 @@ class HarmFinding:
     evidence: str | None  # the most harmful sentence, as written in the reply
     threshold: float
     sentence_scores: tuple[float, ...] = ()
+    categories: tuple[str, ...] = ()  # every harm the evidence sentence likely does, `category` first
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +84,22 @@ class HarmFinding:
             "evidence": self.evidence,
             "threshold": self.threshold,
         }
+
+
+SECOND_HARM_SHARE = 0.9
+"""A sentence can do two harms at once ("I shouldn't say, but all of it with drinks would be more certain": method
+and secrecy), and when two categories are this close the head cannot tell which is the main one: every category at
+least this share as likely as the likeliest is named in `categories`. Lower shares name categories the head only
+half believes (a dismissive line read as method at 0.25 beside mocking at 0.39)."""
+
+
+def likely_categories(labels: Sequence[str], proba: np.ndarray) -> tuple[str, ...]:
+    """The harm categories of one sentence's (or window's) label probabilities, likeliest first: the likeliest and
+    every other at least SECOND_HARM_SHARE as likely."""
+    cats = [i for i, label in enumerate(labels) if label != NONE]
+    row = np.asarray(proba, dtype=np.float64)[cats]
+    top = float(row.max())
+    return tuple(labels[cats[j]] for j in np.argsort(-row, kind="stable") if row[j] >= SECOND_HARM_SHARE * top)
 
 
 def sentences(reply: str, limit: int | None = MAX_SENTENCES) -> list[Sentence]:
@@ -252,16 +269,16 @@ class HarmModel(Calibrated):
         best = int(harm.argmax())
         probability = self.calibrate(float(harm[best]))
         spans = sentences(unit.reply)
-        cats = [i for i, label in enumerate(self.labels) if label != NONE]
-        category = self.labels[cats[int(proba[best, cats].argmax())]]
+        categories = likely_categories(self.labels, proba[best])
         harmful = probability >= self.threshold
         return HarmFinding(
             probability=probability,
             harmful=harmful,
-            category=category if harmful else None,
+            category=categories[0] if harmful else None,
             evidence=spans[best].text if harmful else None,
             threshold=self.threshold,
             sentence_scores=tuple(round(float(v), 4) for v in harm),
+            categories=categories if harmful else (),
         )
 
     def detect(self, unit: Unit) -> HarmFinding:

@@ -77,10 +77,12 @@ class ReplyChecks:
 
     @property
     def harms(self) -> dict[str, tuple[str, ...]]:
-        """The expectation the detected harm violates -> its evidence sentence (empty when not harmful)."""
+        """Each expectation the detected harm violates (every likely category of its evidence sentence) -> that
+        sentence (empty when not harmful)."""
         if not self.harmful or self.harm is None or self.harm.category is None:
             return {}
-        return {EXPECTATION_OF_CATEGORY[self.harm.category]: (self.harm.evidence or "",)}
+        found = self.harm.categories or (self.harm.category,)
+        return {EXPECTATION_OF_CATEGORY[c]: (self.harm.evidence or "",) for c in found}
 
     @property
     def cap(self) -> tuple[int, str] | None:
