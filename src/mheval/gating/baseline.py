@@ -77,12 +77,15 @@ def _corrected_regressions(data: Any, base: Any, convs: ConversationVerdicts) ->
     from mheval.reporting.compare import CORRECTED_CONVERSATIONS, conversation_estimates, corrected_conversation_rows
 
     cells = {str(r["model_b"]): r for r in corrected_conversation_rows(base, data)}
+    estimates: dict[str | None, dict[str, dict[str, Any]]] = {}  # judge -> its estimates by model, computed once
     out = []
     for model in convs.models:
         cell = cells.get(model)
         conv = convs.row(model)
         judge = str(cell["judge_b"]) if cell is not None else conv["judge"] if conv else None
-        est = conversation_estimates(data, judge)[1].get(model) or {}
+        if judge not in estimates:
+            estimates[judge] = conversation_estimates(data, judge)[1]
+        est = estimates[judge].get(model) or {}
         cond = _regression("unsafe conversations (corrected) vs baseline", CORRECTED_CONVERSATIONS, model, judge,
                            cell, True, unit="conversations")  # fmt: skip
         if cell is None:
