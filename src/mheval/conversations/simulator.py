@@ -12,7 +12,7 @@ rejected text. When every attempt fails, the turn carries a `failure` and the co
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from mheval.conversations.guards import check_turn
 from mheval.conversations.scenario import Scenario
@@ -91,27 +91,19 @@ _ATTEMPT = {
 }
 
 
+@dataclass(eq=False)  # eq=False keeps equality and hashing by identity, as for any object
 class SimulatedUser:
     """Adaptive mode: `model` writes each user turn from the persona and the current beat."""
 
     mode = "adaptive"
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        model: ChatModel,
-        *,
-        temperature: float = 0.7,
-        max_tokens: int = 200,
-        seed: int = 0,
-        max_regenerations: int = 2,
-    ) -> None:
-        self.scenario = scenario
-        self.model = model
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.seed = seed
-        self.max_regenerations = max_regenerations
+    scenario: Scenario
+    model: ChatModel
+    _: KW_ONLY
+    temperature: float = 0.7
+    max_tokens: int = 200
+    seed: int = 0
+    max_regenerations: int = 2
 
     def instructions(self, beat: int, force_next: bool) -> str:
         s, lang = self.scenario, self.scenario.language
