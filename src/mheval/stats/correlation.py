@@ -31,12 +31,17 @@ from mheval.stats.intervals import (
 )
 
 
-def paired(x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The complete pairs of ``x`` and ``y`` as float arrays."""
+def _aligned(x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``x`` and ``y`` as float arrays of one length, and the mask of the pairs where both are present."""
     xa, ya = numeric_vector(x, "x"), numeric_vector(y, "y")
     if xa.shape != ya.shape:
         raise ValueError(f"x and y differ in length ({xa.size} vs {ya.size})")
-    ok = np.isfinite(xa) & np.isfinite(ya)
+    return xa, ya, np.isfinite(xa) & np.isfinite(ya)
+
+
+def paired(x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The complete pairs of ``x`` and ``y`` as float arrays."""
+    xa, ya, ok = _aligned(x, y)
     return xa[ok], ya[ok]
 
 
@@ -145,10 +150,7 @@ def diff_sumstat(
     x: Sequence[Any] | np.ndarray, y: Sequence[Any] | np.ndarray, kind: str, tolerance: float = 1.0
 ) -> SumStat:
     """mae / rmse / bias / within as statistics of per-item sums (zeros where a pair is missing)."""
-    xa, ya = numeric_vector(x, "x"), numeric_vector(y, "y")
-    if xa.shape != ya.shape:
-        raise ValueError(f"x and y differ in length ({xa.size} vs {ya.size})")
-    ok = np.isfinite(xa) & np.isfinite(ya)
+    xa, ya, ok = _aligned(x, y)
     d = np.where(ok, xa - ya, 0.0)
     col = {
         "mae": np.abs(d),
