@@ -24,7 +24,7 @@ import json
 from typing import Any
 
 from mheval.engine.cache import call_key
-from mheval.models.base import Completion, Message, ModelError
+from mheval.models.base import CallOptions, ChatModelBase, Completion, Message, ModelError
 from mheval.models.openai_compat import OpenAICompatModel, error_message
 from mheval.runfolder.store import Store
 
@@ -35,7 +35,7 @@ FINAL_STATUSES = frozenset({"completed", "failed", "expired", "cancelled"})
 CHAT_PATH = "/v1/chat/completions"
 
 
-class BatchModel:
+class BatchModel(ChatModelBase):
     """A ChatModel whose calls are answered through batch jobs (see the module docstring)."""
 
     def __init__(
@@ -62,21 +62,15 @@ class BatchModel:
         self._timer: asyncio.TimerHandle | None = None
         self._jobs: dict[str, asyncio.Task[tuple[str, dict[str, dict[str, Any]]]]] = {}
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        key = call_key(self, messages, temperature, max_tokens, seed, json_schema)
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        key = call_key(self, messages, options)
         batch_id = self.store.batch_of(key)
-        mode = self.inner.structured_mode if json_schema is not None else "none"
+        mode = self.inner.structured_mode if options.json_schema is not None else "none"
         if batch_id is None:
-            body = self.inner.chat_body(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
-            body, mode = self.inner.structured_body(body, json_schema)
+            body = self.inner.chat_body(
+                messages, temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed
+            )
+            body, mode = self.inner.structured_body(body, options.json_schema)
             batch_id = await self._enqueue(key, body, mode)
         try:
             status, lines = await self._job(batch_id)

@@ -7,7 +7,7 @@ import hashlib
 import json
 from typing import Any, Protocol
 
-from mheval.models.base import ChatModel, Completion, Message, session_of, valid_text
+from mheval.models.base import CallOptions, ChatModel, ChatModelBase, Completion, Message, session_of, valid_text
 from mheval.models.limits import json_of
 from mheval.records import Usage
 
@@ -37,12 +37,15 @@ def cache_key(endpoint: str, model: str, messages: list[Message], params: dict[s
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def call_key(
-    model: ChatModel, messages: list[Message], temperature: float, max_tokens: int, seed: int | None,
-    json_schema: dict[str, Any] | None,
-) -> str:  # fmt: skip
-    """The cache key of one `model.complete(...)` call (also a batch request's custom_id)."""
-    params = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed, "schema": json_schema}
+def call_key(model: ChatModel, messages: list[Message], options: CallOptions) -> str:
+    """The cache key of one `model.complete(...)` call (also a batch request's custom_id). The names under
+    "params" are those keys have always had (the schema as "schema"), so a stored run's answers are found."""
+    params = {
+        "temperature": options.temperature,
+        "max_tokens": options.max_tokens,
+        "seed": options.seed,
+        "schema": options.json_schema,
+    }
     return cache_key(model.endpoint, model.name, messages, params)
 
 
@@ -81,7 +84,7 @@ def _usage(kept: Any) -> Usage:
         return Usage()
 
 
-class CachedModel:
+class CachedModel(ChatModelBase):
     """A ChatModel that answers from the run store when the same call was made before."""
 
     def __init__(self, model: ChatModel, store: CallCache, owner: CachedModel | None = None) -> None:
@@ -102,16 +105,8 @@ class CachedModel:
         inner = session_of(self.inner, key)
         return None if inner is None else CachedModel(inner, self.store, owner=self._owner or self)
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        key = call_key(self, messages, temperature, max_tokens, seed, json_schema)
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        key = call_key(self, messages, options)
         hit = self.store.cache_get(key)
         counts = self._owner or self
         if hit is not None:
@@ -126,9 +121,7 @@ class CachedModel:
                 finish_reason=hit.get("finish_reason"),
             )
         try:
-            completion = await self.inner.complete(
-                messages, temperature=temperature, max_tokens=max_tokens, seed=seed, json_schema=json_schema
-            )
+            completion = await self.inner.complete(messages, **options.as_kwargs())
         finally:  # counted when it comes back (answered or failed), so progress never counts calls in flight
             counts.misses += 1
         completion.text = valid_text(completion.text)  # whatever the target: the cache keeps valid text only

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -81,6 +82,54 @@ class ChatModel(Protocol):
         json_schema: dict[str, Any] | None = None,
     ) -> Completion: ...
 
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """The settings of one `complete` call besides its messages, as one value: a wrapper hands them on and the
+    call cache keys them (engine/cache.py, `call_key`) without naming the four again. The defaults are
+    `ChatModel.complete`'s."""
+
+    temperature: float = 0.0
+    max_tokens: int = 512
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of `ChatModel.complete` that give these options (the schema is not copied)."""
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "seed": self.seed,
+            "json_schema": self.json_schema,
+        }
+
+
+class ChatModelBase(ABC):
+    """A ChatModel of mheval's own: `complete` with the protocol's signature is declared here once, packs its
+    options and calls `_complete`, which a subclass implements. Other targets need not inherit this: anything
+    with `name`, `endpoint`, `complete` and `aclose` is a ChatModel."""
+
+    name: str
+    endpoint: str
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        temperature: float = CallOptions.temperature,
+        max_tokens: int = CallOptions.max_tokens,
+        seed: int | None = CallOptions.seed,
+        json_schema: dict[str, Any] | None = CallOptions.json_schema,
+    ) -> Completion:
+        return await self._complete(messages, CallOptions(temperature, max_tokens, seed, json_schema))
+
+    @abstractmethod
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        """Answer `messages` under `options`."""
+
+    @abstractmethod
     async def aclose(self) -> None: ...
 
 
