@@ -67,9 +67,7 @@ class BatchModel(ChatModelBase):
         batch_id = self.store.batch_of(key)
         mode = self.inner.structured_mode if options.json_schema is not None else "none"
         if batch_id is None:
-            body = self.inner.chat_body(
-                messages, temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed
-            )
+            body = self.inner.chat_body(messages, options)
             body, mode = self.inner.structured_body(body, options.json_schema)
             batch_id = await self._enqueue(key, body, mode)
         try:

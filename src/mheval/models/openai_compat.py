@@ -39,7 +39,7 @@ from typing import Any
 
 import aiohttp
 
-from mheval.models.base import BODY_CAP, Completion, Message, ModelError
+from mheval.models.base import BODY_CAP, CallOptions, ChatModelBase, Completion, Message, ModelError
 from mheval.models.context import RunContext
 from mheval.models.limits import (
     OVERLOAD_STATUSES,
@@ -126,7 +126,7 @@ def _response_format(mode: str, schema: dict[str, Any], placeholder: Any = None)
     return None
 
 
-class OpenAICompatModel:
+class OpenAICompatModel(ChatModelBase):
     """A ChatModel for any server that speaks OpenAI chat completions.
 
     One aiohttp session per object, opened lazily in the running loop; call `aclose()` when done
@@ -196,18 +196,16 @@ class OpenAICompatModel:
     async def aclose(self) -> None:
         await self._client.close()
 
-    def chat_body(
-        self, messages: list[Message], *, temperature: float, max_tokens: int, seed: int | None
-    ) -> dict[str, Any]:
+    def chat_body(self, messages: list[Message], options: CallOptions) -> dict[str, Any]:
         """The chat-completions request body, without response_format (see `structured_body`)."""
         body: dict[str, Any] = {
             "model": self.spec.model,
             "messages": messages,
-            "temperature": temperature,
-            "max_tokens": max_tokens,
+            "temperature": options.temperature,
+            "max_tokens": options.max_tokens,
         }
-        if seed is not None:
-            body["seed"] = seed
+        if options.seed is not None:
+            body["seed"] = options.seed
         return body
 
     def structured_body(self, body: dict[str, Any], json_schema: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
@@ -266,18 +264,11 @@ class OpenAICompatModel:
             raise ModelError("no_api_key", f"set the environment variable {self.spec.api_key_env}")
         return key
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        body = self.chat_body(messages, temperature=temperature, max_tokens=max_tokens, seed=seed)
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        body = self.chat_body(messages, options)
         bucket = self.token_bucket
-        charge = estimate_tokens(messages) + max_tokens if bucket is not None else 0
+        charge = estimate_tokens(messages) + options.max_tokens if bucket is not None else 0
+        json_schema = options.json_schema
         if json_schema is None:
             return await self._retrying(json.dumps(body).encode(), "none", charge)
 
