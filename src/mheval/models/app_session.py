@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, Protocol, TypeVar
 
-from mheval.models.base import Completion, Message
+from mheval.models.base import CallOptions, ChatModelBase, Completion, Message
 from mheval.models.limits import RetryPolicy, run_with_retry
 
 
@@ -19,23 +19,20 @@ class _Retried(Protocol):
 T = TypeVar("T", bound=_Retried)
 
 
-class AppSession(Generic[T]):
+class AppSession(ChatModelBase, Generic[T]):
     """The ChatModel of one conversation with an app (models/base.py, SessionTarget): `key` names the
     conversation; `target` is the app, whose retry policy is read at each call."""
 
     key: str
     target: T
 
-    async def complete(
-        self,
-        messages: list[Message],
-        *,
-        temperature: float = 0.0,
-        max_tokens: int = 512,
-        seed: int | None = None,
-        json_schema: dict[str, Any] | None = None,
-    ) -> Completion:
-        context = {"session_id": self.key, "temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        context = {
+            "session_id": self.key,
+            "temperature": options.temperature,
+            "max_tokens": options.max_tokens,
+            "seed": options.seed,
+        }
         return await run_with_retry(lambda: self._answer(messages, context), self.target.retry)
 
     async def _answer(self, messages: list[Message], context: dict[str, Any]) -> Completion:
