@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from mheval.records import Usage
@@ -97,13 +97,9 @@ class CallOptions:
     json_schema: dict[str, Any] | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of `ChatModel.complete` that give these options (the schema is not copied)."""
-        return {
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-            "seed": self.seed,
-            "json_schema": self.json_schema,
-        }
+        """The keyword arguments of `ChatModel.complete` that give these options: each field is named as its
+        keyword. Shallow (unlike `dataclasses.asdict`): the schema is handed on, not copied."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 class ChatModelBase(ABC):
@@ -114,6 +110,7 @@ class ChatModelBase(ABC):
     name: str
     endpoint: str
 
+    # The defaults are read from CallOptions (help() shows their values), so the two cannot drift apart.
     async def complete(
         self,
         messages: list[Message],
