@@ -110,7 +110,6 @@ class ChatModelBase(ABC):
     name: str
     endpoint: str
 
-    # The defaults are read from CallOptions (help() shows their values), so the two cannot drift apart.
     async def complete(
         self,
         messages: list[Message],
@@ -120,6 +119,8 @@ class ChatModelBase(ABC):
         seed: int | None = CallOptions.seed,
         json_schema: dict[str, Any] | None = CallOptions.json_schema,
     ) -> Completion:
+        """The reply to `messages`, from `_complete` with the settings as one CallOptions (whose defaults these
+        are, read from the class so the two cannot drift apart)."""
         return await self._complete(messages, CallOptions(temperature, max_tokens, seed, json_schema))
 
     @abstractmethod
