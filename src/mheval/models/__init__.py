@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
-from mheval.models.base import ChatModel, Completion, Message, ModelError, SessionTarget, session_of
+from mheval.models.base import CallOptions, ChatModel, Completion, Message, ModelError, SessionTarget, session_of
 from mheval.models.context import RunContext
 from mheval.models.limits import RetryPolicy
 from mheval.models.local import DEFAULT_SLOTS, LocalServer
@@ -92,11 +91,13 @@ class EmbeddedModel(OpenAICompatModel):
         )
         self.server = server
 
-    async def complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+    async def _complete(self, messages: list[Message], options: CallOptions) -> Completion:
+        # `complete` (ChatModelBase: the protocol's signature, for help() and type checkers) calls this; the
+        # server is counted busy from the request to its answer, tokens or not.
         self.server.meter.begin()
         tokens = 0
         try:
-            completion = await super().complete(messages, **kwargs)
+            completion = await super()._complete(messages, options)
             tokens = completion.usage.completion_tokens
             return completion
         finally:
