@@ -422,6 +422,37 @@ def compare(
                         seed=seed)  # fmt: skip
 
 
+COMPARE_FORMATS = ("table", "json", "csv")
+"""The forms `compare_text` gives: an aligned text table, JSON records, or CSV."""
+
+
+def compare_text(
+    run_a: str | Path | EvalResults,
+    run_b: str | Path | EvalResults,
+    *,
+    format: str = "table",
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    n_boot: int | None = None,
+    seed: int = 0,
+) -> str:
+    """`compare`'s rows as `mheval compare` prints them: an aligned table, JSON records or CSV (a text cell that
+    a spreadsheet would read as a formula is neutralised). With `output` the text is also written there
+    (atomically; never over an existing file unless `overwrite`). The format and the output are checked, with
+    InputError, before either run is read."""
+    from mheval.fileio import atomic_write, check_output
+    from mheval.reporting.summary import comparison_text
+
+    if format not in COMPARE_FORMATS:
+        raise InputError(f"unknown format {format!r}", field="format", choices=COMPARE_FORMATS)
+    if output is not None:
+        check_output(output, overwrite=overwrite)
+    text = comparison_text(compare(run_a, run_b, n_boot=n_boot, seed=seed), format)
+    if output is not None:
+        atomic_write(Path(output), text)
+    return text
+
+
 def export(
     run: str | Path | EvalResults,
     *,

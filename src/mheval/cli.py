@@ -19,7 +19,6 @@ from mheval.commands import agreement, catalogue, train
 from mheval.commands.annotate import annotate_app
 from mheval.commands.console import EXIT_PROVIDER_ERRORS, content_note, err, input_error_line, out, print_frame
 from mheval.commands.options import (
-    REPORT_FORMATS,
     TEXT_JSON,
     FormatOpt,
     OverwriteOpt,
@@ -280,18 +279,11 @@ def compare(
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Per model and crisis category: B minus A with a CI, and a paired test where the cases are the same."""
-    from mheval.api import compare as compare_runs
-    from mheval.fileio import atomic_write, check_output
-    from mheval.reporting.summary import comparison_text
+    from mheval.api import compare_text
 
-    check_format(format, REPORT_FORMATS)
-    if output is not None:
-        check_output(output, overwrite=overwrite)
-    text = comparison_text(compare_runs(run_a, run_b), format)
+    text = compare_text(run_a, run_b, format=format, output=output, overwrite=overwrite)
     if output is None:
         print(text, end="")
-    else:
-        atomic_write(output, text)
 
 
 @app.command()
