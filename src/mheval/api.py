@@ -166,6 +166,46 @@ def evaluate(*args: Any, **kwargs: Any) -> EvalResults:
     return run_coroutine(evaluate_async(*args, **kwargs))
 
 
+def closing_lines(result: EvalResults) -> list[str]:
+    """What `mheval run` (and triage, generate, judge) says when its stages end, before the run's table: the time,
+    the counts and what the calls spent; what `--redact` masked in the texts the judges read; each embedded
+    server's generation speed (taken once: a second call for another run no longer holds them); the
+    conversations an import skipped, with why; and which units were redone because their inputs changed."""
+    from mheval.models.local import take_generation_stats
+    from mheval.progress import spent_text
+
+    counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
+    lines = [
+        f"done in {result.seconds:.1f}s: {counts}; {spent_text(result.model_calls, result.usage, result.cache_hits)}"
+    ]
+    if result.config.redact != "off":
+        from mheval.engine.redacting import describe, read
+
+        masked = describe(read(result.run_dir))
+        if masked:
+            lines.append(masked)
+    lines += [stats.line() for stats in take_generation_stats()]
+    lines += result.notes
+    if result.redone:
+        from mheval.engine.identity import describe_redone
+
+        lines.append(f"redone because their inputs changed: {describe_redone(result.redone)}")
+    return lines
+
+
+def problem_lines(result: EvalResults) -> list[str]:
+    """What `mheval run` says last when a run cannot be read whole (it then exits with 3): why nothing could be
+    read (every conversation failed, nothing could be judged), and how many units failed at the provider and how
+    to retry them. Empty for a run without problems."""
+    lines = [f"error: {problem}" for problem in result.problems]
+    if result.provider_errors:
+        lines.append(
+            f"{result.provider_errors} unit(s) failed at the provider and are not scored; run the same command "
+            f"again (or `mheval run --out {result.run_dir}`) to retry them"
+        )
+    return lines
+
+
 def resolve_config(config: RunConfig | str | Path | None, overrides: Mapping[str, Any]) -> RunConfig:
     """The run's config: `config` (a RunConfig or YAML file), else the run folder's own config.yaml when
     `out` names an existing run, else the defaults; then every override that is not None."""

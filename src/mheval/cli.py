@@ -77,42 +77,19 @@ def _run_stages(
 
 
 def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | None = None) -> None:
-    from mheval.api import evaluate
+    from mheval.api import closing_lines, evaluate, problem_lines
+    from mheval.api import report as write_report
+    from mheval.api import summary as api_summary
     from mheval.progress import progress_for
 
     with progress_for(err, quiet) as progress:  # a bar on a terminal, plain lines elsewhere, or nothing
         result = evaluate(config=cfg, stages=stages, responses=responses, progress=progress)
-    from mheval.progress import spent_text
-
-    counts = ", ".join(f"{v} {k}" for k, v in result.counts.items())
-    spent = spent_text(result.model_calls, result.usage, result.cache_hits)
-    err.print(f"done in {result.seconds:.1f}s: {counts}; {spent}", highlight=False, markup=False, soft_wrap=True)
-    if cfg.redact != "off":  # what --redact masked in the texts the judges read
-        from mheval.engine.redacting import describe, read
-
-        masked = describe(read(result.run_dir))
-        if masked:
-            err.print(masked, highlight=False, markup=False, soft_wrap=True)
-    from mheval.models.local import take_generation_stats
-
-    for stats in take_generation_stats():  # the embedded targets' speed ("generation took X s at Y tokens/s")
-        err.print(stats.line(), highlight=False, markup=False)
-    for note in result.notes:  # the bad conversations an import skipped, with why
-        err.print(note, highlight=False, markup=False, soft_wrap=True)
-    if result.redone:
-        from mheval.engine.identity import describe_redone
-
-        err.print(
-            f"redone because their inputs changed: {describe_redone(result.redone)}", highlight=False, markup=False
-        )
-    from mheval.api import summary as api_summary
-
+    for line in closing_lines(result):
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
     of = api_summary(result.run_dir)  # the finished run, read once for the table, the report and the verdict
     _print_summary(of)
     out.print(f"results: {result.run_dir.resolve()}", highlight=False, markup=False, soft_wrap=True)
     try:  # a report that fails must not hide a finished run: its results are in the store either way
-        from mheval.api import report as write_report
-
         report = write_report(of).resolve()
         # The answer last, then where to read more: the verdict, then the report's path.
         out.print(of.brief, highlight=False, markup=False)
@@ -122,16 +99,10 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
             f"[yellow]report not written:[/] {escape(f'{type(exc).__name__}: {exc}')} (try `mheval report RUN`)",
             highlight=False,
         )
-    for problem in result.problems:  # nothing to read: every conversation failed, or nothing could be judged
-        err.print(f"error: {problem}", highlight=False, markup=False, soft_wrap=True)
-    if result.provider_errors:
-        err.print(
-            f"{result.provider_errors} unit(s) failed at the provider and are not scored; run the same command "
-            f"again (or `mheval run --out {result.run_dir}`) to retry them",
-            highlight=False,
-            markup=False,
-        )
-    if result.provider_errors or result.problems:
+    problems = problem_lines(result)  # nothing to read, or units that failed at the provider
+    for line in problems:
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+    if problems:
         raise typer.Exit(EXIT_PROVIDER_ERRORS)
 
 
