@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from cli_inprocess import mheval
 from fake_openai import FakeOpenAI, respond, status
 from mheval.config import RunConfig
 from mheval.engine.runner import run
@@ -232,7 +233,9 @@ def test_sigkill_mid_run_then_same_command_completes_exactly_once(tmp_path, fake
     assert 0 < before < 120, "the kill should land mid-run"
     calls_before_resume = fake_openai.calls
 
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    # The same command again, in this process (tests/cli_inprocess.py): the kill above is what needs a process
+    # of its own; the resume is checked by what it stores and the calls it makes.
+    done = mheval(*cmd[3:])
     assert done.returncode == 0, done.stderr
     with Store.open_existing(out) as store:
         assert store.count("responses") == 40
