@@ -391,9 +391,10 @@ def report(
 @dataclass
 class RunSummary:
     """What `mheval summary` shows of a run folder, each part made when first asked for: `text` (the verdict
-    first, then the headline numbers, as plain text), `table` (one row per protocol, model and judge),
-    `data` (all of it as plain JSON values, `--format json`) and `brief` (the verdict in one line). The run
-    is read once (`run`, a `mheval.reporting.rundata.RunData`), whichever parts are asked for."""
+    first, then the headline numbers, as plain text), `table` (one row per protocol, model and judge) with
+    `table_notes` (the definitions printed under it), `data` (all of it as plain JSON values, `--format json`)
+    and `brief` (the verdict in one line). The run is read once (`run`, a `mheval.reporting.rundata.RunData`),
+    whichever parts are asked for."""
 
     run_dir: Path
 
@@ -423,6 +424,15 @@ class RunSummary:
         from mheval.reporting.tables import summary_frame
 
         return summary_frame(self.run)
+
+    @cached_property
+    def table_notes(self) -> list[str]:
+        """What a reader of `table` needs defined, one line each: the ungrounded-claims column, when it holds a
+        value (what `mheval summary` prints under the table)."""
+        from mheval.reporting.ungrounded import UNGROUNDED_CLAIMS, ungrounded_definition
+
+        shown = self.table[UNGROUNDED_CLAIMS].astype(bool).any()
+        return [ungrounded_definition(UNGROUNDED_CLAIMS)] if shown else []
 
     @cached_property
     def data(self) -> dict[str, Any]:

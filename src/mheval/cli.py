@@ -109,13 +109,11 @@ def _execute(cfg: Any, stages: tuple[str, ...], quiet: bool, responses: Path | N
 def _print_summary(run: Path | RunSummary) -> None:
     """The protocol x model x judge table of a run folder, or of a summary already made (its run read once)."""
     from mheval.api import RunSummary
-    from mheval.reporting.tables import UNGROUNDED_CLAIMS, ungrounded_definition
 
     of = run if isinstance(run, RunSummary) else RunSummary(run)
-    frame = of.table
-    print_frame(frame, f"mheval summary: {of.run_dir}", "table")
-    if frame[UNGROUNDED_CLAIMS].astype(bool).any():
-        err.print(ungrounded_definition(UNGROUNDED_CLAIMS), highlight=False, markup=False)
+    print_frame(of.table, f"mheval summary: {of.run_dir}", "table")
+    for note in of.table_notes:
+        err.print(note, highlight=False, markup=False)
 
 
 # -- pipeline commands ----------------------------------------------------------------------------
