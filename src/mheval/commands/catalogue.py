@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mheval.commands.console import content_note, out
-from mheval.commands.options import TEXT_JSON, check_format
+from mheval.commands.options import TEXT_JSON, TextJsonOpt, check_format
 from mheval.errors import InputError
 
 suites_app = typer.Typer(help="Built-in suites and suite formats.", no_args_is_help=True)
@@ -102,7 +102,7 @@ def judges(
         bool, typer.Option("--validity", help="The figures measured on data the judge never saw.")
     ] = False,
     judge: Annotated[str, typer.Option("--judge", help="offline or offline:fast")] = "offline",
-    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    format: TextJsonOpt = "text",
 ) -> None:
     """The shipped offline judges; with --validity, how far each can be trusted (from its figures file)."""
     import json
