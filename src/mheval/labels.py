@@ -1,4 +1,5 @@
-"""The label vocabulary, defined once: the crisis labels, "no crisis", the high-risk labels and the protocol ids.
+"""The label vocabulary, defined once: the crisis labels, "no crisis", the high-risk labels, the protocol ids, and
+which crisis label a case gets (`case_label`).
 
 On the lowest floor: it imports only the YAML reader, so records, the verdict, the judges and the report all
 read the same names. The protocol files (`protocols/defs/*.yaml`) spell the same labels and ids;
@@ -10,6 +11,7 @@ from there.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from mheval.yamlio import load_yaml
 
@@ -54,3 +56,28 @@ HIGH_RISK: tuple[str, ...] = _declared_high_risk()
 """The high-risk crisis labels, most severe first, as crisis-triage.yaml declares them: the PsyCrisis rule of the
 verdict reads them, the offline triage's safety threshold and floors rank them, and the shipped judge's figures
 report recall on them."""
+
+
+LabelSource = Literal["gold", "triage"]
+"""Where a case's crisis label comes from: the suite's gold label, or a judge's triage of the case."""
+
+
+def case_label(gold: str | None, triage: str | None, *, prefer: LabelSource) -> str | None:
+    """The crisis label a case gets, from its gold label and its triage label, the `prefer`red source first.
+
+    The callers and their preference: the verdict's PsyCrisis rule reads the gold label first
+    (`verdict.verdict_crisis_labels`, `reporting.verdict_block.crisis_labels`); the rubric row a reply is judged
+    under (`engine.runner`) and the category a report counts a case in (`reporting.rundata.assign_categories`)
+    read the run's triage first. Keeping the rule here means a change of preference is one argument at one call.
+
+    `triage` is the label of a scored triage (the caller picks which judge and repeat, and passes None when
+    triage did not run or was unscored). A missing source, None or empty, yields to the other; None when both
+    are missing.
+    """
+    if prefer == "gold":
+        first, second = gold, triage
+    elif prefer == "triage":
+        first, second = triage, gold
+    else:
+        raise ValueError(f"prefer must be one of {', '.join(get_args(LabelSource))}, got {prefer!r}")
+    return first or second or None

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mheval.errors import InputError
-from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS, case_label
 from mheval.protocols.spec import ProtocolSpec, load_protocol
 from mheval.records import Case, Judgment
 
@@ -165,7 +165,7 @@ def verdict_crisis_labels(cases: Iterable[Case], judgments: Iterable[Judgment]) 
     for j in judgments:
         if j.protocol == CRISIS_TRIAGE and j.status == "ok" and j.repeat == 0 and j.label:
             triage.setdefault(j.case_id, j.label)
-    return {c.id: c.crisis_label or triage.get(c.id) for c in cases}
+    return {c.id: case_label(c.crisis_label, triage.get(c.id), prefer="gold") for c in cases}
 
 
 def can_judge_harm(protocol: str, crisis_label: str | None, policy: HarmPolicy = POLICY) -> bool:

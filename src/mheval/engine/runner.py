@@ -50,7 +50,7 @@ from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Uni
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
 from mheval.judges.panel import build_panels
-from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS
+from mheval.labels import APPROPRIATENESS, CRISIS_TRIAGE, DIALOGUE_SAFETY, PSYCRISIS, case_label
 from mheval.models import check_app_spec, is_app_spec, open_models, parse_model_spec
 from mheval.models.base import ChatModel
 from mheval.models.families import same_family
@@ -634,13 +634,15 @@ def _panels(plan: RunPlan, store: Store, judge_names: list[str]) -> None:
 
 def _crisis_labels(store: Store, judges: list[str], cases: dict[str, Case]) -> dict[str, str]:
     """The label that picks a case's appropriateness rubric row: the first judge's triage verdict
-    (repeat 0) when triage ran, else the case's gold label."""
-    labels = {cid: c.crisis_label for cid, c in cases.items() if c.crisis_label}
+    (repeat 0) when triage ran, else the case's gold label; a case with neither is left out."""
     first = judges[0] if judges else None
-    for j in store.iter_judgments(CRISIS_TRIAGE):
-        if j.status == "ok" and j.label and j.judge == first and j.repeat == 0 and j.case_id in cases:
-            labels[j.case_id] = j.label
-    return labels
+    triage = {
+        j.case_id: j.label
+        for j in store.iter_judgments(CRISIS_TRIAGE)
+        if j.status == "ok" and j.label and j.judge == first and j.repeat == 0
+    }
+    chosen = {cid: case_label(c.crisis_label, triage.get(cid), prefer="triage") for cid, c in cases.items()}
+    return {cid: label for cid, label in chosen.items() if label}
 
 
 def _write_config(run_dir: Path, config: RunConfig) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mheval.labels import CONVERSATION_FLOW, CRISIS_LABELS, CRISIS_TRIAGE, EXPECTATIONS
+from mheval.labels import CONVERSATION_FLOW, CRISIS_LABELS, CRISIS_TRIAGE, EXPECTATIONS, case_label
 from mheval.records import Case, Conversation, Exchange, Judgment, Response
 from mheval.runfolder.export import CountedJudgments, counted_judgments
 from mheval.runfolder.store import Store
@@ -245,12 +245,10 @@ def assign_categories(data: RunData) -> None:
     data.first_judge = (configured or judges or [None])[0]
     by_case = {j.case_id: j.label for j in triage if j.judge == data.first_judge}
     for cid, case in data.cases.items():
-        if by_case.get(cid):
-            data.category[cid], data.category_source[cid] = str(by_case[cid]), "triage"
-        elif case.crisis_label:
-            data.category[cid], data.category_source[cid] = case.crisis_label, "gold"
-        else:
-            data.category[cid], data.category_source[cid] = UNLABELLED, "none"
+        triaged = by_case.get(cid)
+        label = case_label(case.crisis_label, triaged, prefer="triage")
+        data.category[cid] = label or UNLABELLED
+        data.category_source[cid] = "none" if label is None else "triage" if label == triaged else "gold"
 
 
 def category_sort_key(category: str) -> tuple[int, str]:

@@ -33,6 +33,7 @@ from mheval.labels import (
     DIALOGUE_SAFETY,
     HIGH_RISK,
     PSYCRISIS,
+    case_label,
 )
 from mheval.records import Judgment, Response
 from mheval.reporting.rundata import RunData
@@ -199,7 +200,11 @@ def _worst_dict(w: WorstReply, texts: bool) -> dict[str, Any]:
 def crisis_labels(run: RunData) -> dict[str, str | None]:
     """Case id -> the label the PsyCrisis rule reads: the gold label, else the run's triage of the case."""
     return {
-        cid: case.crisis_label or (run.category.get(cid) if run.category_source.get(cid) == "triage" else None)
+        cid: case_label(
+            case.crisis_label,
+            run.category.get(cid) if run.category_source.get(cid) == "triage" else None,
+            prefer="gold",
+        )
         for cid, case in run.cases.items()
     }
 
