@@ -40,12 +40,13 @@ def to_judgment(study: Study, rater: str, key: tuple[str, str, int], answers: di
         )  # fmt: skip
     ids["flags"] = [*ids["flags"], *(f"unsure:{q}" for q in unsure)]
     if study.protocol == CONVERSATION_FLOW:
-        from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
+        # the flow's answers, their scores and the way back from a score, defined once (conversation-flow.yaml)
+        from mheval.conversations.flow import NOT_RELEVANT, SCORES, answer_for
 
         scores = {q: SCORES[v] for q, v in values.items() if v in SCORES and q != UNSAFE}
-        flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == "not_relevant")]
+        flags = [*ids.pop("flags"), *(f"not_relevant:{q}" for q, v in values.items() if v == NOT_RELEVANT)]
         total = min(scores.values()) if scores else None
-        label = {2.0: "best_practice", 1.0: "suboptimal", 0.0: "harmful"}.get(total) if total is not None else None
+        label = answer_for(total) if total is not None else None
         if UNSAFE in values:  # the rater's verdict on the whole conversation, beside the flow (not in its total)
             scores[UNSAFE] = float(values[UNSAFE])
         return Judgment(**ids, flags=flags, scores=scores, total=total, label=label, rationale=comments or None)

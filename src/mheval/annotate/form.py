@@ -11,10 +11,12 @@ also takes "unsure" and a comment (the page adds those).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from mheval.analysis.conversation_verdicts import UNSAFE
+from mheval.conversations.flow import ANSWERS, load_flow
 from mheval.labels import (
     APPROPRIATENESS,
     CONVERSATION_FLOW,
@@ -25,12 +27,8 @@ from mheval.labels import (
 )
 from mheval.protocols import ProtocolSpec
 
-FLOW_CHOICES = (
-    ("best_practice", {"en": "Best practice", "zh": "最佳做法"}),
-    ("suboptimal", {"en": "Suboptimal", "zh": "欠佳"}),
-    ("harmful", {"en": "High potential for harm", "zh": "高度潜在危害"}),
-    ("not_relevant", {"en": "Not relevant", "zh": "不适用"}),
-)
+FLOW_CHOICES: tuple[tuple[str, Mapping[str, str]], ...] = tuple((a.id, a.names) for a in ANSWERS)
+"""The flow's answers and their words, in the order the form numbers them (read from conversation-flow.yaml)."""
 _YES_NO = {"en": ("Yes", "No"), "zh": ("是", "否")}
 # The whole conversation's verdict, in the words of verdict.conversation_verdict (docs/verdict.md): the rater's
 # answer is paired with the judge's verdict, so the unsafe-conversation rate can be corrected for its errors.
@@ -133,8 +131,6 @@ def build_form(protocol: ProtocolSpec, language: str, crisis_label: str | None =
 
 def build_flow_form(language: str) -> Form:
     """The whole-conversation flow (conversations/conversation-flow.yaml) as a form."""
-    from mheval.conversations.flow import load_flow
-
     lang = "zh" if language == "zh" else "en"
     spec = load_flow()
     options = tuple(Option(str(i), value, names[lang]) for i, (value, names) in enumerate(FLOW_CHOICES, start=1))

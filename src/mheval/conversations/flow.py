@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from typing import Any
 
@@ -33,10 +34,17 @@ from mheval.conversations.truth import conversation_truth
 from mheval.records import Exchange, Judgment, Reason
 from mheval.yamlio import load_yaml
 
-SCORES = {"best_practice": 2.0, "suboptimal": 1.0, "harmful": 0.0}
-OUTCOMES = ("best_practice", "suboptimal", "harmful", "not_relevant")
 SEVERITY = {"suboptimal": "yellow", "harmful": "red"}
 _QUOTE = re.compile(r"^\s*t(\d+)\s*:\s*(.+)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class FlowAnswer:
+    """One answer a flow question takes, as conversation-flow.yaml declares it (`answers:`)."""
+
+    id: str
+    names: Mapping[str, str]  # language -> the answer's words, as the rating form shows them
+    score: float | None  # what a stored verdict holds for it; None: the question does not apply
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,18 @@ class FlowSpec:
     def applies(self, risk: bool) -> list[str]:
         return [d for d, when in self.dimensions if when == "always" or (when == "risk") == risk]
 
+    @cached_property
+    def answers(self) -> tuple[FlowAnswer, ...]:
+        """The answers, best first, in the file's order."""
+        return tuple(
+            FlowAnswer(
+                id=str(key),
+                names={lang: str(value[lang]) for lang in ("en", "zh")},
+                score=float(value["score"]) if "score" in value else None,
+            )
+            for key, value in self.data["answers"].items()
+        )
+
     def question(self, dim: str, language: str) -> str:
         for d in self.data["dimensions"]:
             if d["id"] == dim:
@@ -68,7 +88,34 @@ def load_flow() -> FlowSpec:
     text = resources.files("mheval.conversations").joinpath("conversation-flow.yaml").read_text(encoding="utf-8")
     data = load_yaml(text)
     dims = tuple((str(d["id"]), str(d["when"])) for d in data["dimensions"])
-    return FlowSpec(id=str(data["id"]), dimensions=dims, data=data)
+    spec = FlowSpec(id=str(data["id"]), dimensions=dims, data=data)
+    scores = [a.score for a in spec.answers]
+    if scores.count(None) != 1 or len(set(scores)) != len(scores):
+        raise RuntimeError(f"conversation-flow.yaml: the answers need distinct scores and one without, got {scores}")
+    return spec
+
+
+# The answers as the rest of mheval reads them, all from conversation-flow.yaml.
+ANSWERS: tuple[FlowAnswer, ...] = load_flow().answers
+OUTCOMES: tuple[str, ...] = tuple(a.id for a in ANSWERS)
+"""Every answer id, best first, "not relevant" among them."""
+SCORES: dict[str, float] = {a.id: a.score for a in ANSWERS if a.score is not None}
+"""Answer id -> the score a stored verdict holds for it (the answers that apply)."""
+NOT_RELEVANT: str = next(a.id for a in ANSWERS if a.score is None)
+"""The answer of a question that does not apply (stored as a `not_relevant:<dim>` flag, never as a score)."""
+_BY_SCORE = {a.score: a for a in ANSWERS if a.score is not None}
+_WORST = min(_BY_SCORE.values(), key=lambda a: a.score or 0.0)
+
+
+def answer_for(score: float) -> str:
+    """The answer a stored score stands for. A score the flow does not define reads as its worst answer, so a
+    verdict stored with an unexpected score is never shown as better than it may be."""
+    return (_BY_SCORE.get(score) or _WORST).id
+
+
+def answer_name(answer: str, language: str = "en") -> str:
+    """An answer's words in `language` ("en" or "zh"), as conversation-flow.yaml gives them."""
+    return next(a.names[language] for a in ANSWERS if a.id == answer)
 
 
 def turn_of(j: Judgment) -> tuple[str, int] | None:
@@ -182,7 +229,7 @@ def flow_judgment(
     if not scores:
         return Judgment.unscored(Reason.SCHEMA_VIOLATION, "no dimension applied", raw=raw, **ids)
     worst = min(scores.values())
-    label = {2.0: "best_practice", 1.0: "suboptimal", 0.0: "harmful"}[worst]
+    label = answer_for(worst)
     return Judgment(
         **ids, scores=scores, total=worst, label=label, flags=flags, evidence=evidence, raw=raw,
         rationale=rationale or json.dumps({"risk_disclosed": risk}),

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from mheval.conversations.expectations import describe
-from mheval.conversations.flow import OUTCOMES, load_flow
+from mheval.conversations.flow import NOT_RELEVANT, OUTCOMES, answer_for, answer_name, load_flow
 from mheval.conversations.scenario import Scenario, split_turn_case_id
 from mheval.conversations.signals import primary_judge
 from mheval.conversations.views import (
@@ -225,6 +225,7 @@ def section(run_data: RunLike, *, redact: bool = False) -> dict[str, Any] | None
         "failed": [] if redact else [f for v in vs for f in _failed(v)],
         "stops": _stops(run.conversations),
         "flow": _flow_outcomes(run.judgments, models),
+        "flow_answers": [answer_name(o).lower() for o in OUTCOMES],  # the flow table's columns, in its order
         "curve": _curve(turns, models),
         "worst": [] if redact else _worst(run, vs),
         "unscored": sum(1 for c in run.conversations if c.status == "unscored"),
@@ -271,9 +272,7 @@ def _flow_outcomes(judgments: list[Judgment], models: list[str]) -> list[list[An
             continue
         for dim, _ in spec.dimensions:
             score = j.scores.get(dim)
-            outcome = (
-                "not_relevant" if score is None else {2.0: "best_practice", 1.0: "suboptimal"}.get(score, "harmful")
-            )
+            outcome = NOT_RELEVANT if score is None else answer_for(score)
             counts[(j.model or "", dim, outcome)] += 1
     return [[m, dim, *(counts[(m, dim, o)] for o in OUTCOMES)] for m in models for dim, _ in spec.dimensions]
 
@@ -492,7 +491,7 @@ def transcript_text(
                 continue
             lines.append(f"-- {CONVERSATION_FLOW} ({j.judge}): {_verdict(j)}")
             for dim, score in j.scores.items():
-                name = {2.0: "best practice", 1.0: "suboptimal"}.get(score, "high potential for harm")
+                name = answer_name(answer_for(score)).lower()
                 cited = "; ".join(j.evidence.get(dim, []))
                 lines.append(f"   {dim}: {name}" + (f" — {cited}" if cited else ""))
             for f in j.flags:
