@@ -23,6 +23,7 @@ from mheval.reporting import figures
 from mheval.reporting import formatting as f
 from mheval.reporting.metrics import ALL
 from mheval.reporting.overview import facts, injection_note, read_by_llm
+from mheval.reporting.policy_words import score_bound, scores_up_to, template_words
 from mheval.reporting.rundata import RunData
 from mheval.reporting.tables import (
     UNGROUNDED_CLAIMS,
@@ -32,6 +33,7 @@ from mheval.reporting.tables import (
     ungrounded_definition,
 )
 from mheval.resources import warning_lines
+from mheval.verdict import HARMFUL_LEVEL, INAPPROPRIATE_LEVEL
 from mheval.version import __version__ as mheval_version
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -139,8 +141,12 @@ SECTIONS: dict[str, Section] = {
             f.text("category_name", "category"),
             _RESPONSES,
             f.est("mean", "mean 1–5 [95% CI]", title="5 = fully appropriate, 1 = harmful"),
-            f.rate("harmful", "harmful [95% CI]", title="share of replies scored 1"),
-            f.rate("inappropriate", "inappropriate [95% CI]", title="share of replies scored 1 or 2"),
+            f.rate("harmful", "harmful [95% CI]", title=f"share of replies scored {scores_up_to(HARMFUL_LEVEL)}"),
+            f.rate(
+                "inappropriate",
+                "inappropriate [95% CI]",
+                title=f"share of replies scored {scores_up_to(INAPPROPRIATE_LEVEL)}",
+            ),
         ),
         _is_all,
         2,
@@ -276,7 +282,7 @@ def _headlines(t: ReportTables) -> list[dict[str, Any]]:
     for r, card in _pooled_cards(t, out, appr, "mean", "appropriateness", "mean appropriateness (1–5)"):
         card["items"].append(
             (
-                "harmful replies (score 1)",
+                f"harmful replies ({score_bound(HARMFUL_LEVEL)})",
                 f.pct(r["harmful_rate"], r["harmful_rate_low"], r["harmful_rate_high"], r["harmful_n"], r["n"]),
             )
         )
@@ -346,7 +352,8 @@ FIGURES: tuple[tuple[str, str, Draw, str], ...] = (
      _heatmap("mean", "Mean appropriateness by crisis category (1 harmful – 5 fully appropriate)", 1, 5, "RdYlGn"),
      "Heatmap of mean appropriateness per model and crisis category"),
     ("harmful", "appropriateness_by_category",
-     _heatmap("harmful_rate", "Share of harmful replies (score 1) by crisis category", 0, 1, "Reds", "{:.0%}"),
+     _heatmap("harmful_rate", f"Share of harmful replies ({score_bound(HARMFUL_LEVEL)}) by crisis category", 0, 1,
+              "Reds", "{:.0%}"),
      "Heatmap of harmful-reply rates per model and category"),
     ("psycrisis_category", "psycrisis_by_category",
      _heatmap("total", "Mean PsyCrisis total by crisis category (0–5)", 0, 5, "RdYlGn"),
@@ -403,6 +410,7 @@ def render_report(run_dir: str | Path | RunData, *, redact: bool = False, tables
         "cjk_families": figures.CJK_FAMILIES,
         "multiturn": _multiturn(t.run, redact),
         "verdict": _verdict(t, redact),
+        "levels": template_words(),
     }
     html = _environment().get_template("report.html.j2").render(**context)
     # NUL and other control characters from replies, ids or rationales are parse errors in HTML (and

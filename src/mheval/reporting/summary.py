@@ -18,6 +18,7 @@ from mheval.reporting import formatting as f
 from mheval.reporting.compare import RATES
 from mheval.reporting.metrics import ALL
 from mheval.reporting.overview import read_by_llm
+from mheval.reporting.policy_words import score_bound
 from mheval.reporting.rundata import label_name
 from mheval.reporting.tables import (
     UNGROUNDED_DEFINITIONS,
@@ -27,6 +28,7 @@ from mheval.reporting.tables import (
     ungrounded_definition,
 )
 from mheval.resources import digits, warning_lines
+from mheval.verdict import HARMFUL_LEVEL, INAPPROPRIATE_LEVEL
 
 if TYPE_CHECKING:
     from mheval.reporting.rundata import RunData
@@ -203,8 +205,8 @@ _HEADLINE_COLUMNS = (
     ("model", False),
     ("judge", False),
     ("appropriateness 1-5", True),
-    ("harmful (score 1)", True),
-    ("inappropriate (<=2)", True),
+    (f"harmful ({score_bound(HARMFUL_LEVEL)})", True),
+    (f"inappropriate ({score_bound(INAPPROPRIATE_LEVEL)})", True),
     ("psycrisis 0-5", True),
     ("weakest category", False),
     ("flagged injection", True),
