@@ -10,6 +10,7 @@ The public API (see docs/python-api.md):
 - `gate(run, max_unsafe=..., mins=..., baseline=...) -> GateResult`: pass or fail a run for CI;
 - `summary(run) -> RunSummary`: the verdict, the headline numbers and the table `mheval summary` prints;
 - `compare(run_a, run_b)`: B minus A per model and category, with intervals and paired tests;
+  `compare_text(run_a, run_b, format=...)` gives its rows as the table, JSON or CSV that `mheval compare` prints;
 - `export(run, table=..., format=..., output=...)`: one table of a run as JSONL, CSV, Parquet or chat messages;
 - `transcript(run, scenario)`: one conversation of a multi-turn run with its verdicts, as text;
 - `judge_transcripts(path, judges=...) -> EvalResults`: recorded conversations judged without calling a model;
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
         RunSummary,
         agree,
         compare,
+        compare_text,
         corrected,
         evaluate,
         evaluate_async,
@@ -60,6 +62,7 @@ _PUBLIC = {
     "validity": "mheval.api",
     "summary": "mheval.api",
     "compare": "mheval.api",
+    "compare_text": "mheval.api",
     "export": "mheval.api",
     "transcript": "mheval.api",
     "judge_transcripts": "mheval.api",
@@ -87,6 +90,7 @@ __all__ = [
     "__version__",
     "agree",
     "compare",
+    "compare_text",
     "corrected",
     "evaluate",
     "evaluate_async",
