@@ -35,20 +35,18 @@ SLOW_MODULES = frozenset({
 })  # fmt: skip
 
 # The slowest modules, slowest first: every module over 30 s in the last whole-suite profile (`pytest -n 2 --dist
-# loadfile --durations=80 --junitxml`, summed per module, on the shared 2-core machine at load 10-12). `make test`
-# hands whole modules to its two workers in the order collected (--no-loadscope-reorder), and a worker takes the
-# next module when its current one has two tests left; xdist's own order (most tests first) left these few-test,
-# long modules for the end, where one ran alone while the other worker idled. Starting them first lets the many
-# short modules fill in beside them: replayed on the profile's durations, the two workers end within 1% of each
-# other. The rebuild leads: a minute on a quiet machine, up to ten on a busy one.
+# loadfile --durations=60 --junitxml`, summed per module, on the shared 2-core machine under load: a module's
+# seconds there are two to three times its seconds alone). `make test` hands whole modules to its two workers in
+# the order collected (--no-loadscope-reorder), and a worker takes the next module when its current one has two
+# tests left; xdist's own order (most tests first) left these few-test, long modules for the end, where one ran
+# alone while the other worker idled. Starting them first lets the many short modules fill in beside them:
+# replayed on the profile's durations, the two workers end within 2% of each other. The rebuild leads: a minute
+# on a quiet machine, up to ten on a busy one.
 SLOWEST_FIRST = (
-    "test_appropriateness_rebuild", "test_benchmarks_quick", "test_inspect", "test_e2e_local",
-    "test_report_edge_cases", "test_ray_executor", "test_offline_risk", "test_verdict_block", "test_ray_multinode",
-    "test_finetune", "test_gate_workflow", "test_multiturn_chatbots", "test_integrity", "test_trained_judges",
-    "test_inputs_abuse", "test_app_targets", "test_gate", "test_multiturn_truth", "test_annotate_browser",
-    "test_import", "test_redaction", "test_local_model", "test_faults_app_targets", "test_reply_harm",
-    "test_annotate", "test_multiturn", "test_agree", "test_harm_reader", "test_multiturn_e2e", "test_crisis_gate",
-    "test_pipeline", "test_offline_speeds",
+    "test_appropriateness_rebuild", "test_report_edge_cases", "test_benchmarks_quick", "test_e2e_local",
+    "test_integrity", "test_offline_risk", "test_ray_multinode", "test_local_model", "test_inspect",
+    "test_gate_workflow", "test_multiturn_chatbots", "test_finetune", "test_trained_judges", "test_annotate_browser",
+    "test_gate", "test_transcript_import", "test_ray_executor", "test_verdict_block",
 )  # fmt: skip
 
 
