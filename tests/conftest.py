@@ -34,19 +34,19 @@ SLOW_MODULES = frozenset({
     "test_run_counts", "test_gate_workflow", "test_cli_output", "test_appropriateness_rebuild",
 })  # fmt: skip
 
-# The slowest modules, slowest first: every module over 30 s in the last whole-suite profile (`pytest -n 2 --dist
-# loadfile --durations=60 --junitxml`, summed per module, on the shared 2-core machine under load: a module's
-# seconds there are two to three times its seconds alone). `make test` hands whole modules to its two workers in
-# the order collected (--no-loadscope-reorder), and a worker takes the next module when its current one has two
-# tests left; xdist's own order (most tests first) left these few-test, long modules for the end, where one ran
-# alone while the other worker idled. Starting them first lets the many short modules fill in beside them:
-# replayed on the profile's durations, the two workers end within 2% of each other. The rebuild leads: a minute
-# on a quiet machine, up to ten on a busy one.
+# The slowest modules, slowest first: every module over 30 s in the last whole-suite profiles (`pytest -n 2 --dist
+# loadfile --durations=60 --junitxml`, summed per module and averaged over two runs on the shared 2-core machine
+# under load, where one module's seconds vary up to fourfold from run to run). `make test` hands whole modules to
+# its two workers in the order collected (--no-loadscope-reorder), and a worker takes the next module when its
+# current one has two tests left; xdist's own order (most tests first) left these few-test, long modules for the
+# end, where one ran alone while the other worker idled. Starting them first lets the many short modules fill in
+# beside them: replayed on each profile's durations, the two workers end within 1% of each other. The rebuild
+# leads: a minute on a quiet machine, up to ten on a busy one.
 SLOWEST_FIRST = (
-    "test_appropriateness_rebuild", "test_report_edge_cases", "test_benchmarks_quick", "test_e2e_local",
-    "test_integrity", "test_offline_risk", "test_ray_multinode", "test_local_model", "test_inspect",
-    "test_gate_workflow", "test_multiturn_chatbots", "test_finetune", "test_trained_judges", "test_annotate_browser",
-    "test_gate", "test_transcript_import", "test_ray_executor", "test_verdict_block",
+    "test_appropriateness_rebuild", "test_report_edge_cases", "test_benchmarks_quick", "test_ray_multinode",
+    "test_e2e_local", "test_local_model", "test_integrity", "test_ray_executor", "test_inspect", "test_gate_workflow",
+    "test_trained_judges", "test_annotate_browser", "test_offline_risk", "test_reply_harm", "test_finetune",
+    "test_gate", "test_transcript_import", "test_multiturn_chatbots",
 )  # fmt: skip
 
 
