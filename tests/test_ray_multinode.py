@@ -36,8 +36,17 @@ def on_node(messages):
     killed the worker node (the file named by MHEVAL_TEST_NODE_KILLED exists): slow enough that the kill lands
     with most units left, and no slower than it need be for the survivor doing the rest."""
     killed = os.environ.get("MHEVAL_TEST_NODE_KILLED")
-    time.sleep(0.01 if killed and os.path.exists(killed) else ANSWER_S)
     node = ray.get_runtime_context().get_node_id()
+    # Each node marks its first answer, and none answers until both have: on a busy machine a node slow to
+    # start would otherwise find nearly every unit done by the other, and the kill would land after the run.
+    # (A node waiting holds its one CPU, so Ray hands the next unit to the other node.)
+    seen = os.environ.get("MHEVAL_TEST_NODES_SEEN")
+    if seen:
+        Path(seen, node).touch()
+        deadline = time.monotonic() + 60
+        while len(os.listdir(seen)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    time.sleep(0.01 if killed and os.path.exists(killed) else ANSWER_S)
     return f"[{node}] I'm sorry this is so hard. Are you safe right now? You can call or text 988."
 
 
@@ -82,6 +91,9 @@ def test_a_run_on_three_nodes_survives_losing_a_worker_node(tmp_path, monkeypatc
     monkeypatch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     killed_flag = tmp_path / "node-killed"
     monkeypatch.setenv("MHEVAL_TEST_NODE_KILLED", str(killed_flag))  # the nodes' processes inherit it
+    nodes_seen = tmp_path / "nodes-seen"
+    nodes_seen.mkdir()
+    monkeypatch.setenv("MHEVAL_TEST_NODES_SEEN", str(nodes_seen))
     tests = str(Path(__file__).parent)  # the workers import this module for the python: target
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p))
     # Every node on the loopback address: nothing of the cluster listens on or calls another interface.
