@@ -101,22 +101,6 @@ def test_truncation_keeps_the_last_user_turn_first() -> None:
     assert embed.context_text(case).splitlines()[-1] == "user: last"
 
 
-def test_the_latest_user_turn_is_read_as_the_user_side_reads_it() -> None:
-    """e5's triage text: the user's latest turn alone, read and cut as `user_text` reads every turn, so a
-    one-turn case gives e5 the same text as before and a long conversation a few words."""
-    one = Case(id="c", turns=[Turn(role="user", content="I feel like a burden to everyone.")])
-    assert embed.latest_user_text(one) == embed.user_text(one)
-    turns = [
-        Turn(role="user", content="I have been thinking about ending it. " * 5),
-        Turn(role="assistant", content="Thank you for telling me. Are you safe right now?"),
-        Turn(role="user", content="not really"),
-    ]
-    case = Case(id="c", turns=turns)
-    assert embed.latest_user_text(case) == "not really"
-    assert "ending it" in embed.user_text(case)  # USE and the n-grams still read every turn
-    assert embed.latest_user_text(Case(id="c", turns=[Turn(role="user", content="x" * 3000)])).count(" … ") == 1
-
-
 def test_offline_judge_supports_what_it_can_measure() -> None:
     offline = OfflineJudge()
     for protocol in (*PROTOCOLS, "psycrisis"):

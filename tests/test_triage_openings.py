@@ -75,10 +75,6 @@ WRONG = {
     ("zh-6", "risk"): "no_crisis (p 0.93): wishing not to wake up, after overtime talk, is read as tiredness",
     ("zh-7", "risk"): "no_crisis (p 0.96): '常常想乾脆消失算了' is read as tiredness (the lexicon sees it, score 2)",
 }
-GREETINGS_WRONG = {
-    "I'm Anna.": "suicidal_ideation (p 0.79): the bare introduction reads near short statements of risk (e5 may "
-    "also read 'Anna' near 'ana', eating-disorder slang); 'Hi, I'm Anna.' and other names are no crisis",
-}
 MASKED = "[NAME]"
 """The placeholder `--redact` puts where a name was (redaction.py)."""
 
@@ -140,14 +136,6 @@ def test_an_ordinary_opening_with_the_name_masked_is_no_crisis(labels, opening, 
     assert labels[f"{masked} {ordinary}"] == NO_CRISIS  # the placeholder raises no alarm of its own
 
 
-def _greetings() -> list[object]:
-    out = []
-    for g in GREETINGS:
-        reason = GREETINGS_WRONG.get(g)
-        out.append(pytest.param(g, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else []))
-    return out
-
-
-@pytest.mark.parametrize("greeting", _greetings())
+@pytest.mark.parametrize("greeting", GREETINGS)
 def test_a_greeting_alone_is_no_crisis(labels, greeting):
     assert labels[greeting] == NO_CRISIS

@@ -64,12 +64,9 @@ RATERS = ("H1", "H2", "H3", "H4")
 # (docs/offline-judges.md gives the figures; USE alone is the fast model built below): both encoders
 # gave the best recall/kappa curve. That comparison looked at the outer folds, so the chosen set's
 # figures are a little optimistic.
-# e5 reads the user's latest turn only (`user_latest`; USE and the n-grams read every turn): the same text
-# for the one-message cases most rows are, and in a 20-turn conversation about 50 tokens instead of 350, which
-# is what e5's speed (about 1,000 tokens/s on two cores) allows a long transcript.
-TRIAGE_BLOCKS = ["e5:user_latest", "emb:user", "ngram:user", "lex:triage"]
+TRIAGE_BLOCKS = ["e5:user", "emb:user", "ngram:user", "lex:triage"]
 TRIAGE_FAST_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]  # `offline:fast`: no e5
-GATE_BLOCKS = ["e5:user_latest", "emb:user", "lex:triage"]  # the crisis gate (training/crisis_gate.py): no n-grams
+GATE_BLOCKS = ["e5:user", "emb:user", "lex:triage"]  # the crisis gate (training/crisis_gate.py): no n-grams
 GATE_FAST_BLOCKS = ["emb:user", "lex:triage"]
 # Corpus writers whose messages teach the crisis gate but not the triage classifier: w28 and w29 wrote
 # ordinary messages full of alarming words (medical questions, idioms, games, worried friends) beside

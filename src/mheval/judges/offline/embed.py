@@ -11,7 +11,6 @@ What gets embedded, and how long texts are cut (the cost grows with the number o
   `USER_BUDGET` characters; earlier user turns are added newest first while they fit in what is left
   of the budget (the one that no longer fits contributes its last characters, if at least
   `MIN_PIECE` remain). Assistant turns are left out: triage is about what the user said.
-- `latest_user_text(case)`: the user's latest turn alone, read and cut as in `user_text`.
 - `context_text(case)`: the whole conversation (both roles, `role: text` lines), for judges that look
   at a reply in context; same rule with `CONTEXT_BUDGET`, newest turns kept first.
 - `pair_text(case, reply)`: the conversation (`context_text` within `PAIR_CONTEXT_BUDGET`) and the reply
@@ -105,13 +104,6 @@ def user_text(case: Case, budget: int = USER_BUDGET) -> str:
     """What the user said (user turns only, idioms read for their plain meaning: risk.plain_reading),
     cut to `budget` characters as the module doc says."""
     return _newest_first([_plain_reading(t.content) for t in case.turns if t.role == "user"], budget)
-
-
-def latest_user_text(case: Case, budget: int = USER_BUDGET) -> str:
-    """The user's latest turn as `user_text` reads it (plain reading, cut to `budget`): the same text as
-    `user_text` for a one-turn case, and a few dozen tokens instead of hundreds deep in a long conversation."""
-    turns = [t.content for t in case.turns if t.role == "user"]
-    return clip(_plain_reading(turns[-1]), budget) if turns else ""
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

@@ -6,8 +6,7 @@ trained on. Every block is a fixed-width slice of one float32 vector.
 
 Blocks:
 - `emb:user`, `emb:context`, `emb:last_user`, `emb:response`: the 512-d USE embedding of that text
-  (see embed.py for how each text is cut to its budget). `user_latest` is the user's latest turn read as
-  `user` reads every turn: the same text for a one-turn case, far fewer tokens in a long conversation.
+  (see embed.py for how each text is cut to its budget).
 - `e5:user`, `e5:context`, `e5:last_user`, `e5:response`: the 384-d multilingual-e5-small embedding of
   the same text (stronger, slower; embed.py).
 - `e5:pair` (and `emb:pair`, `ngram:pair`): the conversation and the reply as one text,
@@ -45,7 +44,7 @@ from mheval.judges.offline.lexicon import DEFAULT_LEXICON, PSYCRISIS_DIMENSIONS,
 from mheval.labels import CRISIS_LABELS, NO_CRISIS
 from mheval.records import Case
 
-TEXTS = ("user", "user_latest", "context", "last_user", "response", "pair")
+TEXTS = ("user", "context", "last_user", "response", "pair")
 _LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)
 _SPACE_OR_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 _QUESTION = re.compile(r"[?？]\s*$")
@@ -76,8 +75,6 @@ def text_of(kind: str, item: Item) -> str:
     """The (cut) text an `emb:` block embeds."""
     if kind == "user":
         return embed.user_text(item.case)
-    if kind == "user_latest":
-        return embed.latest_user_text(item.case)
     if kind == "context":
         return embed.context_text(item.case)
     if kind == "last_user":
