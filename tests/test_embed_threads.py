@@ -28,7 +28,7 @@ class _Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     fake = _Clock()
     monkeypatch.setattr(threads.time, "monotonic", lambda: fake.wall)
-    monkeypatch.setattr(threads, "_cpu_seconds", lambda: fake.cpu)
+    monkeypatch.setattr(threads, "process_cpu_seconds", lambda: fake.cpu)
     return fake
 
 

@@ -32,7 +32,19 @@ PACKAGE = SRC / "mheval"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundation",
-        {"errors", "yamlio", "fileio", "textscan", "labels", "records", "progress", "digest", "version", "plugins"},
+        {
+            "errors",
+            "yamlio",
+            "fileio",
+            "textscan",
+            "labels",
+            "records",
+            "progress",
+            "digest",
+            "version",
+            "plugins",
+            "cpu",
+        },
     ),
     ("core", {"verdict", "protocols", "stats", "resources", "redaction"}),
     ("access", {"models", "config"}),

@@ -77,8 +77,9 @@ def test_missing_smollm2_package_says_no_deps(monkeypatch: pytest.MonkeyPatch) -
 
 def test_threads_follow_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MHEVAL_LOCAL_THREADS", raising=False)
-    monkeypatch.setattr(local_mod, "cores", lambda: 8)
-    monkeypatch.setattr(local_mod, "busy_cores_now", lambda: None)  # where there is no /proc/stat: the load average
+    monkeypatch.setattr(local_mod, "usable_cores", lambda: 8)
+    # where there is no /proc/stat: the load average decides
+    monkeypatch.setattr(local_mod, "busy_cores_now", lambda _window: None)
     monkeypatch.setattr(local_mod.os, "getloadavg", lambda: (0.2, 0.2, 0.2))
     assert free_cores() == 8
     monkeypatch.setattr(local_mod.os, "getloadavg", lambda: (5.6, 3.0, 1.0))
@@ -92,32 +93,32 @@ def test_threads_follow_free_cores(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_threads_follow_how_busy_the_cores_are_now_not_the_last_minute(monkeypatch: pytest.MonkeyPatch) -> None:
     """Right after an install the load average still reads busy; what the cores do now decides."""
     monkeypatch.delenv("MHEVAL_LOCAL_THREADS", raising=False)
-    monkeypatch.setattr(local_mod, "cores", lambda: 2)
+    monkeypatch.setattr(local_mod, "usable_cores", lambda: 2)
     monkeypatch.setattr(local_mod.os, "getloadavg", lambda: (1.6, 1.2, 0.6))
-    monkeypatch.setattr(local_mod, "busy_cores_now", lambda: 0.1)
+    monkeypatch.setattr(local_mod, "busy_cores_now", lambda _window: 0.1)
     assert free_cores() == 2
-    monkeypatch.setattr(local_mod, "busy_cores_now", lambda: 1.4)
+    monkeypatch.setattr(local_mod, "busy_cores_now", lambda _window: 1.4)
     assert free_cores() == 1
 
 
 def test_busy_ticks_are_read_per_cpu_of_this_process() -> None:
-    from mheval.models.local import _cpu_ticks
+    from mheval.cpu import cpu_ticks
 
     stat = (
         "cpu  300 0 100 900 50 0 0 0 0 0\ncpu0 100 0 50 400 25 0 0 0 0 0\ncpu1 200 0 50 500 25 0 0 0 0 0\nintr 12345\n"
     )
-    assert _cpu_ticks(stat, [0]) == (150, 575)  # busy: user + system; idle and iowait are not busy
-    assert _cpu_ticks(stat, [0, 1]) == (400, 1350)
-    assert _cpu_ticks(stat, [2]) is None  # a CPU the text does not list
+    assert cpu_ticks(stat, [0]) == (150, 575)  # busy: user + system; idle and iowait are not busy
+    assert cpu_ticks(stat, [0, 1]) == (400, 1350)
+    assert cpu_ticks(stat, [2]) is None  # a CPU the text does not list
 
 
 def test_busy_cores_now_reads_this_machine() -> None:
-    from mheval.models.local import busy_cores_now, cores
+    from mheval.cpu import busy_cores_now, usable_cores
 
     busy = busy_cores_now(0.05)
     if busy is None:
         pytest.skip("no /proc/stat here")
-    assert 0.0 <= busy <= cores() + 1e-9
+    assert 0.0 <= busy <= usable_cores() + 1e-9
 
 
 def test_generation_stats_line() -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mheval.cpu import busy_cores_now, usable_cores
 from mheval.errors import InputError
 
 # The version tested with this code; pyproject's `local` extra pins the same one.
@@ -155,14 +156,6 @@ def require_local_extra(model: str | None = None) -> None:
 THREADS_ENV = "MHEVAL_LOCAL_THREADS"
 
 
-def cores() -> int:
-    """The cores this process may run on (a container's CPU set, not the host's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def free_cores() -> int:
     """The threads to generate with: every core that other work is not using (MHEVAL_LOCAL_THREADS overrides).
 
@@ -173,8 +166,8 @@ def free_cores() -> int:
     wanted = os.environ.get(THREADS_ENV, "").strip()
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
-    total = cores()
-    busy = busy_cores_now()
+    total = usable_cores()
+    busy = busy_cores_now(BUSY_WINDOW_S)
     if busy is None:
         try:
             busy = os.getloadavg()[0]
@@ -184,48 +177,6 @@ def free_cores() -> int:
 
 
 BUSY_WINDOW_S = 1.0  # long enough that a pause of other work does not read as a free core
-
-
-def busy_cores_now(window_s: float = BUSY_WINDOW_S) -> float | None:
-    """How many of this process's cores other work keeps busy right now: the busy CPU time the kernel counts
-    on them (Linux /proc/stat, one line per CPU) over `window_s`, less this process's own; None where there is
-    no /proc/stat. Not the load average: it remembers the last minute, so right after `make run` installed the
-    packages it read about 1.5 on an idle 2-core machine and the server started with one thread of two."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:
-        return None
-    try:
-        before, own_before = _cpu_ticks(Path("/proc/stat").read_text(), cpus), _own_cpu_seconds()
-        time.sleep(window_s)
-        after, own_after = _cpu_ticks(Path("/proc/stat").read_text(), cpus), _own_cpu_seconds()
-    except (OSError, ValueError):
-        return None
-    if before is None or after is None or after[1] <= before[1]:
-        return None
-    share = (after[0] - before[0]) / (after[1] - before[1])  # of the cores' time, busy
-    own = (own_after - own_before) / window_s
-    return max(0.0, share * len(cpus) - own)
-
-
-def _cpu_ticks(stat: str, cpus: list[int]) -> tuple[int, int] | None:
-    """Busy and total clock ticks of `cpus`, summed, from /proc/stat's text (per-CPU lines: user nice system
-    idle iowait irq softirq steal; idle and iowait are not busy); None when a CPU has no line."""
-    busy = total = 0
-    lines = {f.split(maxsplit=1)[0]: f.split()[1:9] for f in stat.splitlines() if f.startswith("cpu")}
-    for cpu in cpus:
-        fields = lines.get(f"cpu{cpu}")
-        if fields is None:
-            return None
-        ticks = [int(v) for v in fields]
-        total += sum(ticks)
-        busy += sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)
-    return busy, total
-
-
-def _own_cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 @dataclass

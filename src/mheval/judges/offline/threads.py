@@ -21,19 +21,12 @@ import threading
 import time
 from collections import deque
 
+from mheval.cpu import process_cpu_seconds, usable_cores
 from mheval.errors import InputError
 
 THREADS_ENV = "MHEVAL_EMBED_THREADS"
 WINDOW_S = 60.0  # the 1-minute load average's horizon
 _SAMPLE_EVERY_S = 1.0
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity where the platform says, else every core)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # macOS, Windows
-        return max(1, os.cpu_count() or 1)
 
 
 def fixed_threads() -> int | None:
@@ -57,7 +50,7 @@ class OwnLoad:
         self._lock = threading.Lock()
 
     def rate(self) -> float:
-        now, cpu = time.monotonic(), _cpu_seconds()
+        now, cpu = time.monotonic(), process_cpu_seconds()
         with self._lock:
             if not self._samples or now - self._samples[-1][0] >= _SAMPLE_EVERY_S:
                 self._samples.append((now, cpu))
@@ -66,11 +59,6 @@ class OwnLoad:
             start, start_cpu = self._samples[0]
         elapsed = now - start
         return (cpu - start_cpu) / elapsed if elapsed >= _SAMPLE_EVERY_S else 0.0
-
-
-def _cpu_seconds() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 OWN_LOAD = OwnLoad()
