@@ -32,8 +32,8 @@ from mheval.annotate import export_ratings, study_status
 from mheval.annotate.server import create_app
 from mheval.annotate.study import Study
 from mheval.conversations.scenario import split_turn_case_id
-from mheval.conversations.views import run_views
 from mheval.errors import InputError
+from mheval.runfolder.conversation_views import run_views
 from mheval.runfolder.store import Store
 from mheval.stats.corrected import corrected_unsafe_rate
 from mheval.suites.dialogues import builtin_folder

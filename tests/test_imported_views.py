@@ -21,8 +21,8 @@ from annotate_helpers import recorded_conversation
 from cli_inprocess import mheval
 from mheval import api
 from mheval.conversations.expectations import NO_LOCALE
-from mheval.conversations.views import run_views
 from mheval.labels import CONVERSATION_FLOW
+from mheval.runfolder.conversation_views import run_views
 from mheval.runfolder.store import Store
 from test_annotate_conversations import DISMISSIVE, EXAM, SUPPORTIVE, ZH_DISMISSIVE, ZH_SUPPORTIVE
 

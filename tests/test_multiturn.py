@@ -28,10 +28,10 @@ from mheval.conversations.flow import ground_quotes, load_flow
 from mheval.conversations.flow_judge import parse_flow
 from mheval.conversations.guards import check_turn
 from mheval.conversations.scenario import parse_scenario, turn_case_id
-from mheval.conversations.views import run_frames
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Exchange, Reason
 from mheval.reporting.multiturn import transcript_text
+from mheval.runfolder.conversation_views import run_frames
 from mheval.runfolder.store import Store
 from mheval.stats.multiturn import measures
 

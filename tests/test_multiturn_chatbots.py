@@ -20,7 +20,7 @@ from chatbots import HARMFUL_VIOLATES, METHOD_TURNS, SCENARIOS, script
 from cli_inprocess import mheval
 from mheval.conversations.flow import quoted_turn
 from mheval.conversations.scenario import load_scenario
-from mheval.conversations.views import ConversationView, run_views
+from mheval.runfolder.conversation_views import ConversationView, run_views
 from mheval.runfolder.store import Store
 from mheval.suites.dialogues import builtin_folder
 

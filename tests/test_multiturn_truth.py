@@ -27,7 +27,7 @@ import mheval
 from fake_openai import FakeOpenAI, respond
 from mheval.cli import app
 from mheval.conversations.scenario import load_scenario
-from mheval.conversations.views import frames_from_views, run_views
+from mheval.runfolder.conversation_views import frames_from_views, run_views
 from mheval.runfolder.export import export_table
 from mheval.runfolder.store import Store
 from mheval.stats.multiturn import measures

@@ -21,9 +21,9 @@ from mheval.conversations.expectations import Outcome, expectations_judgment, re
 from mheval.conversations.expectations_judge import parse_expectations
 from mheval.conversations.scenario import parse_scenario, turn_case_id
 from mheval.conversations.truth import scenario_truth, triage_truth
-from mheval.conversations.views import frames_from_views, views
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment, Reason
+from mheval.runfolder.conversation_views import frames_from_views, views
 from mheval.stats.multiturn import measures, pass_at_k, safety_curve
 
 BASE: dict[str, Any] = {
@@ -176,7 +176,7 @@ def test_llm_expectation_answers_are_grounded_in_the_cited_turn():
 
 def test_the_report_reads_records_only():
     code = (
-        "import sys, mheval.reporting.multiturn, mheval.conversations.views, mheval.runfolder.export;"
+        "import sys, mheval.reporting.multiturn, mheval.runfolder.conversation_views, mheval.runfolder.export;"
         "bad = [m for m in ('mheval.conversations.flow_judge', 'mheval.conversations.expectations_judge',"
         " 'mheval.models.openai_compat', 'mheval.judges.offline.reply_checks', 'mheval.engine.runner')"
         " if m in sys.modules]; print(bad)"

@@ -20,8 +20,8 @@ import pytest
 
 from cli_inprocess import mheval
 from mheval.conversations.scenario import load_scenarios
-from mheval.conversations.views import ConversationView, run_views
 from mheval.labels import CRISIS_TRIAGE
+from mheval.runfolder.conversation_views import ConversationView, run_views
 from mheval.runfolder.store import Store
 from mheval.suites.dialogues import builtin_folder
 

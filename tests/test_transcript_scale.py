@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from mheval.api import judge_transcripts
-from mheval.conversations import stages
+from mheval.engine import conversation_stages as stages
 from mheval.judges.offline import embed, features, threads
 from mheval.judges.offline.judge import OfflineJudge
 from mheval.records import Conversation, Exchange

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from mheval.conversations.views import conversation_judges, views
 from mheval.labels import CONVERSATION_FLOW
 from mheval.records import Conversation, Exchange, Judgment
+from mheval.runfolder.conversation_views import conversation_judges, views
 from mheval.runfolder.store import Store
 
 if TYPE_CHECKING:

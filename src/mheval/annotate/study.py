@@ -33,10 +33,10 @@ from typing import Any
 from mheval.annotate.answers import Answer, labels_frame
 from mheval.annotate.form import Form, build_flow_form, build_form
 from mheval.conversations.scenario import split_turn_case_id, turn_case_id
-from mheval.conversations.views import views
 from mheval.errors import InputError
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE
 from mheval.protocols import load_protocol
+from mheval.runfolder.conversation_views import views
 from mheval.runfolder.store import Store
 
 FILENAME = "studies.db"
@@ -150,7 +150,7 @@ def _turn_units(store: Store, *, with_reply: bool) -> list[Unit]:
     """One unit per turn of a multi-turn run's conversations (none for a single-turn run): the conversation up
     to that person's message, what the per-turn judges read, and the reply to it when `with_reply`. Its crisis
     label is the one the run's primary judge judged that turn under (the scenario's truth, or for an imported
-    conversation that judge's triage: conversations/views.py)."""
+    conversation that judge's triage: runfolder/conversation_views.py)."""
     exchanges = store.exchanges()
     if not exchanges:
         return []

@@ -19,7 +19,7 @@ Everything is read and checked before anything is stored: a bad conversation sto
 InputError naming the file, the line or row, and the field), or, with `skip_bad`, is skipped and counted
 with its reason; a conversation is never stored in part. The first reading keeps only each good
 conversation's identity and content key; storing reads the input again, one conversation at a time, so a
-large log does not have to fit in memory. The storing itself is conversations/stages.py's
+large log does not have to fit in memory. The storing itself is engine/conversation_stages.py's
 `store_imported`, beside the other stages that write the run store.
 """
 

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from mheval.config import DEFAULT_PROTOCOLS, STAGES, RunConfig
 from mheval.conversations.imported import ImportedSuite, is_transcript_suite, load_transcript_suite, options_from
@@ -46,6 +46,7 @@ from mheval.engine.identity import (
     judging_inputs,
 )
 from mheval.engine.outcome import run_problems
+from mheval.engine.progress_sink import ProgressSink
 from mheval.engine.units import GenerateUnit, JudgeUnit, Result, TriageUnit, Unit, Workbench
 from mheval.errors import InputError
 from mheval.judges import OFFLINE_JUDGES, build_judges, is_finetuned_folder, is_model_file, judge_model_specs
@@ -69,17 +70,6 @@ from mheval.suites.dialogues import is_dialogue_suite, load_dialogue_suite
 T = TypeVar("T")
 
 
-class ProgressSink(Protocol):
-    """Where the engine reports progress; the CLI passes a rich progress bar, tests pass nothing."""
-
-    def start(self, stage: str, total: int | None) -> None: ...  # None: not known ahead (a run's turns)
-
-    def advance(self, stage: str, usage: Usage | None = None, *, failed: bool = False) -> None: ...
-
-    # Optional: `watch(spent)` where spent() gives the model calls this run has made so far and their tokens,
-    # the numbers the run ends with (RunResult.model_calls and usage), so progress and the end agree.
-
-
 class _Silent:
     def start(self, stage: str, total: int | None) -> None:
         pass
@@ -94,7 +84,7 @@ class RunPlan:
     suite: Suite
     protocols: list[ProtocolSpec]
     stages: tuple[str, ...]
-    # A multi-turn suite's scenarios (then `suite` holds no cases; conversations/stages.py plays them).
+    # A multi-turn suite's scenarios (then `suite` holds no cases; engine/conversation_stages.py plays them).
     scenarios: list[Scenario] = field(default_factory=list)
     # A `transcripts:PATH` suite's recorded conversations, read and checked (their records are `scenarios`).
     imported: ImportedSuite | None = None
@@ -327,7 +317,7 @@ async def execute(plan: RunPlan, progress: ProgressSink | None = None) -> RunRes
             store.put_scenarios(plan.scenarios)
         notes: list[str] = []
         if plan.imported is not None:
-            from mheval.conversations.stages import store_imported
+            from mheval.engine.conversation_stages import store_imported
 
             store_imported(plan.imported, store, progress)
             store.set_meta("import", plan.imported.meta())
@@ -528,7 +518,7 @@ async def _dialogues(
     simulator: list[str], progress: ProgressSink,
 ) -> None:  # fmt: skip
     """The multi-turn stages: play the conversations, judge each turn, judge each conversation whole."""
-    from mheval.conversations import stages
+    from mheval.engine import conversation_stages as stages
 
     mode = plan.config.dialogue_mode
     if "generate" in plan.stages and targets:

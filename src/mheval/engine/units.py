@@ -95,7 +95,7 @@ async def _generate(unit: GenerateUnit, bench: Workbench) -> Response:
         messages.insert(0, {"role": "system", "content": config.system_prompt})
     ids: dict[str, Any] = {"case_id": unit.case.id, "model": model.name, "sample": unit.sample}
     # An application target gets a session per conversation; a single case is a conversation of its own
-    # (conversations/stages.py opens one per multi-turn conversation and passes it in as the model).
+    # (engine/conversation_stages.py opens one per multi-turn conversation and passes it in as the model).
     session = session_of(model, f"{unit.case.id}/{unit.sample}")
     try:
         c = await (session or model).complete(

@@ -20,17 +20,17 @@ from mheval.conversations.expectations import describe
 from mheval.conversations.flow import NOT_RELEVANT, OUTCOMES, answer_for, answer_name, load_flow
 from mheval.conversations.scenario import Scenario, split_turn_case_id
 from mheval.conversations.signals import primary_judge
-from mheval.conversations.views import (
+from mheval.errors import InputError
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
+from mheval.records import Conversation, Exchange, Judgment
+from mheval.reporting.rundata import RunData, load_run, read_run
+from mheval.runfolder.conversation_views import (
     ConversationView,
     conversation_judges,
     frames_from_views,
     views,
     with_unplayed,
 )
-from mheval.errors import InputError
-from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
-from mheval.records import Conversation, Exchange, Judgment
-from mheval.reporting.rundata import RunData, load_run, read_run
 from mheval.runfolder.store import Store
 from mheval.stats.intervals import Estimate, wilson
 from mheval.stats.multiturn import MEASURES, expectation_rates, measures_by, safety_curve

@@ -213,7 +213,7 @@ def verdict_rows(store: Store) -> list[dict[str, Any]]:
 
 def conversation_rows(store: Store) -> list[dict[str, Any]]:
     """One row per conversation and judge: what it was, how it ended, its verdict and its expectations."""
-    from mheval.conversations.views import conversation_judges, run_views
+    from mheval.runfolder.conversation_views import conversation_judges, run_views
 
     judgments = store.judgments()
     rows = []

@@ -29,7 +29,7 @@ import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mheval.config import RunConfig
 from mheval.conversations import expectations_judge, flow, flow_judge
@@ -39,15 +39,13 @@ from mheval.conversations.simulator import ScriptedUser, SimulatedUser
 from mheval.conversations.truth import Truth, conversation_truth
 from mheval.digest import digest
 from mheval.engine.identity import Inputs, judging_inputs, target_params
+from mheval.engine.progress_sink import ProgressSink
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.models.base import ChatModel, session_of
 from mheval.protocols import ProtocolSpec
 from mheval.records import Case, Conversation, Exchange, Judgment, Reason, Response, Turn
 from mheval.runfolder.store import JudgmentKey, Store
-
-if TYPE_CHECKING:
-    from mheval.engine.runner import ProgressSink
 
 # A reply shorter than this (after trimming) ends the conversation as abandoned by the target.
 ABANDON_CHARS = 2
