@@ -93,7 +93,7 @@ def contradictions(bot: str, view: Any, bots: ModuleType) -> list[dict[str, Any]
 
 def read(out: Path, judge: str, bots: ModuleType) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per bot, what the verdicts say; and the verdicts that contradict the scripts."""
-    from mheval.conversations.views import run_views
+    from mheval.runfolder.conversation_views import run_views
     from mheval.runfolder.store import Store
 
     with Store.open_existing(out) as store:

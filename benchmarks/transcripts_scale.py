@@ -136,7 +136,7 @@ def _rss_mb() -> float:
 def import_worker(log: str, out: str) -> dict[str, Any]:
     """Check and store the log as the runner does before judging (no judge runs)."""
     from mheval.conversations.imported import Options, load_transcript_suite
-    from mheval.conversations.stages import store_imported
+    from mheval.engine.conversation_stages import store_imported
     from mheval.runfolder.store import Store
 
     baseline = _rss_mb()

@@ -13,9 +13,9 @@ import pytest
 from fake_openai import FakeOpenAI, reply, status
 from mheval.config import RunConfig
 from mheval.conversations.expectations import expectation_ids
-from mheval.conversations.expectations_judge import judge_expectations
 from mheval.conversations.flow import load_flow
-from mheval.conversations.flow_judge import judge_flow
+from mheval.judges.conversation.expectations_judge import judge_expectations
+from mheval.judges.conversation.flow_judge import judge_flow
 from mheval.models.limits import RetryPolicy
 from mheval.models.openai_compat import OpenAICompatModel
 from mheval.models.spec import parse_model_spec

@@ -20,7 +20,7 @@ from junitparser import JUnitXml
 from annotate_helpers import recorded_conversation
 from cli_inprocess import mheval
 from mheval import api
-from mheval.conversations.expectations import NO_LOCALE
+from mheval.judges.conversation.offline_expectations import NO_LOCALE
 from mheval.labels import CONVERSATION_FLOW
 from mheval.runfolder.conversation_views import run_views
 from mheval.runfolder.store import Store
@@ -204,8 +204,8 @@ def test_a_crisis_line_with_no_locale_is_unknown_and_says_what_to_add(tmp_path):
 
 
 def test_an_llm_judge_is_asked_for_any_real_line_when_no_country_is_given():
-    from mheval.conversations.expectations_judge import render_prompt
     from mheval.conversations.imported import ImportedScenario
+    from mheval.judges.conversation.expectations_judge import render_prompt
     from mheval.records import Exchange
 
     scenario = ImportedScenario(id="x", title="x", language="en", expectations={"must": ["crisis_line"]})

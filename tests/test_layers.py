@@ -48,8 +48,9 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("core", {"verdict", "protocols", "stats", "resources", "redaction"}),
     ("access", {"models", "config"}),
-    ("judging", {"judges"}),
+    # Below judging: the judges read what they judge, the cases and a conversation's scenario, truth and protocols.
     ("inputs", {"suites", "conversations"}),
+    ("judging", {"judges"}),
     ("store", {"runfolder"}),
     ("analysis", {"analysis", "training"}),
     ("running and rating", {"engine", "annotate"}),

@@ -24,10 +24,10 @@ import yaml
 
 import mheval
 from fake_openai import FakeOpenAI, respond, status
-from mheval.conversations.flow import ground_quotes, load_flow
-from mheval.conversations.flow_judge import parse_flow
+from mheval.conversations.flow import load_flow
 from mheval.conversations.guards import check_turn
 from mheval.conversations.scenario import parse_scenario, turn_case_id
+from mheval.judges.conversation.flow_judge import ground_quotes, parse_flow
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Exchange, Reason
 from mheval.reporting.multiturn import transcript_text

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from mheval.conversations.expectations import offline_expectations, read_outcomes
+from mheval.conversations.expectations import read_outcomes
 from mheval.conversations.scenario import parse_scenario
+from mheval.judges.conversation.offline_expectations import offline_expectations
 from mheval.labels import EXPECTATIONS
 from mheval.records import Exchange
 from test_multiturn import SCENARIO

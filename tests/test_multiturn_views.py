@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from mheval.conversations.expectations import Outcome, expectations_judgment, read_outcomes
-from mheval.conversations.expectations_judge import parse_expectations
 from mheval.conversations.scenario import parse_scenario, turn_case_id
-from mheval.conversations.truth import scenario_truth, triage_truth
+from mheval.conversations.truth import scenario_truth
+from mheval.judges.conversation.expectations_judge import parse_expectations
+from mheval.judges.conversation.triage_truth import triage_truth
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment, Reason
 from mheval.runfolder.conversation_views import frames_from_views, views
@@ -177,7 +178,7 @@ def test_llm_expectation_answers_are_grounded_in_the_cited_turn():
 def test_the_report_reads_records_only():
     code = (
         "import sys, mheval.reporting.multiturn, mheval.runfolder.conversation_views, mheval.runfolder.export;"
-        "bad = [m for m in ('mheval.conversations.flow_judge', 'mheval.conversations.expectations_judge',"
+        "bad = [m for m in ('mheval.judges.conversation.flow_judge', 'mheval.judges.conversation.expectations_judge',"
         " 'mheval.models.openai_compat', 'mheval.judges.offline.reply_checks', 'mheval.engine.runner')"
         " if m in sys.modules]; print(bad)"
     )

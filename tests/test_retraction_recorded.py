@@ -18,7 +18,7 @@ import pytest
 
 from mheval import api
 from mheval.conversations.expectations import read_outcomes
-from mheval.conversations.truth import retraction_cue, retracts
+from mheval.judges.conversation.triage_truth import retraction_cue, retracts
 from mheval.labels import EXPECTATIONS
 from mheval.runfolder.conversation_views import run_views
 from mheval.runfolder.store import Store

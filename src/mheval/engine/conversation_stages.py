@@ -13,8 +13,8 @@ and the reply of turn t, and hands them to the ordinary units (engine/units.py) 
 keys as single-turn judging; the crisis label a reply is judged under (its rubric row) is the scenario's
 from the turn its disclosing beat was played on, and no_crisis before it or in a benign control
 (conversations/truth.py), never a triage guess. The whole-conversation protocol
-(conversations/flow_judge.py) and the scenario's expectations (conversations/expectations_judge.py) run
-last, one verdict per conversation and judge.
+(judges/conversation/flow_judge.py) and the scenario's expectations
+(judges/conversation/expectations_judge.py) run last, one verdict per conversation and judge.
 
 A recorded conversation (the `transcripts:PATH` suite, conversations/imported.py) is not played:
 `store_imported` writes its exchanges as they were recorded, and the same judging stages follow. Having no
@@ -32,15 +32,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from mheval.config import RunConfig
-from mheval.conversations import expectations_judge, flow, flow_judge
+from mheval.conversations import flow
 from mheval.conversations.imported import ImportedSuite, Prepared, is_imported
 from mheval.conversations.scenario import Scenario, split_turn_case_id, turn_case_id
 from mheval.conversations.simulator import ScriptedUser, SimulatedUser
-from mheval.conversations.truth import Truth, conversation_truth
+from mheval.conversations.truth import Truth
 from mheval.digest import digest
 from mheval.engine.identity import Inputs, judging_inputs, target_params
 from mheval.engine.progress_sink import ProgressSink
 from mheval.engine.units import GenerateUnit, JudgeUnit, TriageUnit, Unit, Workbench, perform
+from mheval.judges.conversation import expectations_judge, flow_judge
+from mheval.judges.conversation.triage_truth import conversation_truth
 from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, EXPECTATIONS
 from mheval.models.base import ChatModel, session_of
 from mheval.protocols import ProtocolSpec

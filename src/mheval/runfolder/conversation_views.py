@@ -1,7 +1,8 @@
 """A multi-turn run's conversations as records the measures, the report and the export read.
 
 Every view of a conversation is built here, once, from stored records: the scenario's truth (where risk
-was disclosed: conversations/truth.py), each reply's verdict (verdict.py, with the crisis label that holds
+was disclosed: conversations/truth.py; for an imported transcript the judge's triage,
+judges/conversation/triage_truth.py), each reply's verdict (verdict.py, with the crisis label that holds
 at that turn), the scenario's expectations as judged (conversations/expectations.py), the flow verdict's
 red flags, and from those the conversation's verdict (`verdict.conversation_verdict`, the one definition
 of an unsafe conversation). The turns that make a conversation unsafe are marked in the turns table
@@ -26,7 +27,7 @@ from mheval.conversations.expectations import Outcome, escalated_turns, read_out
 from mheval.conversations.flow import quoted_turn, red_dimensions
 from mheval.conversations.scenario import MUST, Scenario, split_turn_case_id
 from mheval.conversations.signals import TurnSignals, primary_judge, turn_signals, turn_verdicts
-from mheval.conversations.truth import Truth, conversation_truth
+from mheval.conversations.truth import Truth
 from mheval.labels import CONVERSATION_FLOW, EXPECTATIONS
 from mheval.records import Conversation, Exchange, Judgment
 from mheval.runfolder.store import Store
@@ -111,7 +112,10 @@ def _view(
     key: Key, judge: str | None, scenario: Scenario | None, exchanges: list[Exchange], per_turn: list[Judgment],
     whole: dict[tuple[str, str, int, str, str], Judgment], end: Conversation | None,
 ) -> ConversationView:  # fmt: skip
-    # An imported transcript has no scenario to say where risk was disclosed: the judge's triage does.
+    # An imported transcript has no scenario to say where risk was disclosed: the judge's triage does. The
+    # judges' package is loaded here, on use, so importing the views (the report does) loads no judge.
+    from mheval.judges.conversation.triage_truth import conversation_truth
+
     truth = conversation_truth(scenario, exchanges, per_turn, judge)
     labels = {e.turn: truth.label_at(e.turn) for e in exchanges}
     signals = turn_signals(exchanges, per_turn, judge, labels) if judge is not None else [

@@ -1,8 +1,10 @@
-"""The LLM judge of a scenario's expectations: one question per expectation, answered from the transcript.
+"""The judges of a scenario's expectations as the engine calls them: the offline judge
+(judges/conversation/offline_expectations.py) or the LLM judge, one question per expectation, answered from
+the transcript.
 
-The judge answers each question `yes`, `no` or `unclear`, and for every `yes` cites the turn and copies
+The LLM judge answers each question `yes`, `no` or `unclear`, and for every `yes` cites the turn and copies
 a short exact quote, `t<turn>: <quote>`; a quote not found in the turn it cites is withdrawn, as in the
-flow protocol (conversations/flow_judge.py): flagged `ungrounded:<id>` under grounding "flag", and the
+flow protocol (judges/conversation/flow_judge.py): flagged `ungrounded:<id>` under grounding "flag", and the
 verdict is unscored under "strict". It also lists the replies that gave a crisis line or emergency advice
 (the over-reaction measure reads them on benign controls). For a `must` a yes is met and a no missed; for
 a `must_not` a yes is violated and a no met; `unclear` is unknown. The stored form is
@@ -14,17 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from mheval.config import RunConfig
-from mheval.conversations.expectations import (
-    OFFLINE_RULES_VERSION,
-    Outcome,
-    expectation_ids,
-    expectations_judgment,
-    offline_expectations,
-)
-from mheval.conversations.flow import ground_quotes, quoted_turn
-from mheval.conversations.flow_judge import ask_conversation_judge, render_transcript
+from mheval.conversations.expectations import Outcome, expectation_ids, expectations_judgment
+from mheval.conversations.flow import quoted_turn
 from mheval.conversations.scenario import MUST, MUST_NOT, Scenario
 from mheval.conversations.truth import Truth
+from mheval.judges.conversation.flow_judge import ask_conversation_judge, ground_quotes, render_transcript
+from mheval.judges.conversation.offline_expectations import OFFLINE_RULES_VERSION, offline_expectations
 from mheval.labels import EXPECTATIONS
 from mheval.models.base import ChatModel
 from mheval.protocols.lenient_json import find_objects

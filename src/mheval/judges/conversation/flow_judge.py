@@ -1,9 +1,10 @@
-"""The LLM judge of the whole-conversation protocol (conversation-flow.yaml), which the engine calls.
+"""The judges of the whole-conversation protocol (conversation-flow.yaml) as the engine calls them: the
+offline judge (judges/conversation/offline_flow.py) or the LLM judge, which asks a judge model and reads its
+answer: one question per dimension, each answer with quotes `t<turn>: <quote>` checked against the turn they
+cite.
 
-The protocol's spec, its stored form and the offline judge's answers live in conversations/flow.py (they
-read records only, so the report never loads a model client); this module asks a judge model and reads
-its answer: one question per dimension, each answer with quotes `t<turn>: <quote>` checked against the
-turn they cite.
+The protocol's spec, its answers and its stored form live in conversations/flow.py (they read records only,
+so the report never loads a judge or a model client).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from mheval.config import RunConfig
-from mheval.conversations.flow import OUTCOMES, SEVERITY, FlowSpec, flow_judgment, ground_quotes, offline_flow
+from mheval.conversations.flow import OUTCOMES, SEVERITY, FlowSpec, flow_judgment, split_quote
 from mheval.conversations.scenario import Scenario
+from mheval.judges.conversation.offline_flow import offline_flow
+from mheval.judges.grounding import GROUNDED, quote_status
 from mheval.models.base import ChatModel, Completion, ModelError
 from mheval.protocols.lenient_json import find_objects
 from mheval.records import Exchange, Judgment, Reason
@@ -97,6 +100,20 @@ async def llm_flow(
     if isinstance(c, Judgment):
         return c
     return parse_flow(spec, scenario, exchanges, c.text, grounding=config.grounding, usage=c.usage, **ids)
+
+
+def ground_quotes(quotes: list[Any], exchanges: list[Exchange]) -> tuple[list[str], list[str]]:
+    """(kept, withdrawn): a quote `t<turn>: <text>` is kept only when it is found in the text of the turn
+    it cites (the user's words or the reply). The expectations judge grounds its quotes here too."""
+    by_turn = {e.turn: f"{e.user}\n{e.reply or ''}" for e in exchanges}
+    kept, withdrawn = [], []
+    for q in quotes:
+        parts = split_quote(str(q))
+        if parts and parts[0] in by_turn and quote_status(parts[1], by_turn[parts[0]]) == GROUNDED:
+            kept.append(f"t{parts[0]}: {parts[1].strip()}")
+        else:
+            withdrawn.append(str(q))
+    return kept, withdrawn
 
 
 def parse_flow(
