@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from mheval.analysis.conversation_verdicts import UNSAFE
+from mheval.conversations.flow import NOT_RELEVANT, SCORES  # the flow's answers, defined once in its yaml
 from mheval.labels import CONVERSATION_FLOW
 
 # (rater, unit key (case id, model, sample), language, crisis label, answers by question): `Study.rated()`.
@@ -29,12 +30,10 @@ class Answer:
 
 def labels_frame(protocol: str, rated: Iterable[Rated]) -> pd.DataFrame:
     """The ratings as `agree`'s long labels table: id, rater, value (and dimension, model, sample)."""
-    from mheval.conversations.flow import SCORES  # the flow's answers as scores, defined once
-
     rows = []
     for rater, key, _, _, answers in rated:
         for q, a in answers.items():
-            if a.unsure or a.value is None or a.value == "not_relevant":
+            if a.unsure or a.value is None or a.value == NOT_RELEVANT:  # a question that does not apply
                 continue
             value: Any = SCORES.get(a.value, a.value) if protocol == CONVERSATION_FLOW else a.value
             if (protocol != CONVERSATION_FLOW and q != "label") or q == UNSAFE:

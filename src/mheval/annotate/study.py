@@ -34,7 +34,7 @@ from mheval.annotate.answers import Answer, labels_frame
 from mheval.annotate.form import Form, build_flow_form, build_form
 from mheval.conversations.scenario import split_turn_case_id, turn_case_id
 from mheval.errors import InputError
-from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE
+from mheval.labels import CONVERSATION_FLOW, CRISIS_TRIAGE, case_label
 from mheval.protocols import load_protocol
 from mheval.runfolder.conversation_views import views
 from mheval.runfolder.store import Store
@@ -140,7 +140,8 @@ def run_units(run_dir: Path, protocol: str) -> list[Unit]:
             case = cases.get(r.case_id)
             if case is None or r.text is None:
                 continue
-            label = triage.get(case.id) or case.crisis_label
+            # The rubric row the reply was judged under: the run's triage first, as the runner chose it.
+            label = case_label(case.crisis_label, triage.get(case.id), prefer="triage")
             out.append(Unit((case.id, r.model, r.sample), case.language,
                             tuple((t.role, t.content) for t in case.turns), r.text, label))  # fmt: skip
         return out + per_turn
