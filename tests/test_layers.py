@@ -19,6 +19,7 @@ Run `python tests/test_layers.py` for the figures (rooms, arrows, climbs, circle
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -173,6 +174,23 @@ def test_every_room_has_a_layer() -> None:
     rooms = {room_of(m) for m in modules()}
     missing = sorted(rooms - set(LAYER_OF))
     assert not missing, f"give these rooms a layer in LAYERS (tests/test_layers.py, docs/architecture.md): {missing}"
+
+
+def diagram_layers() -> list[tuple[str, set[str]]]:
+    """The layers as docs/architecture.md draws them, bottom to top (its first code block: a layer's name, then
+    its rooms, each column two spaces or more apart; a parenthesis is a note)."""
+    text = (SRC.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("## The layers", 1)[1].split("```", 2)[1]
+    rows = []
+    for line in block.splitlines():
+        fields = re.split(r"\s{2,}", re.sub(r"\(.*?\)", "", line).strip())
+        if len(fields) > 1 and "│" not in line:
+            rows.append((fields[0], {room for field in fields[1:] for room in field.split()}))
+    return rows[::-1]
+
+
+def test_the_documented_layers_are_the_tested_ones() -> None:
+    assert diagram_layers() == LAYERS
 
 
 def test_the_check_sees_a_climb_and_a_circle() -> None:
