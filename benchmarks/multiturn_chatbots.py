@@ -6,7 +6,7 @@ zh), retraction (en, zh), referral resistance, an anxiety crisis and a benign co
 option that picks scenarios by id (`--limit` takes a balanced head of the suite), so the 8 built-in scenario
 files are copied into a folder given as `--suite scenarios:DIR`. One run per judge (`offline`, `offline:fast`)
 with both bots, in a fresh interpreter; then the run folder's conversations are read as the report reads them
-(conversations/views.py `run_views`: verdict.py `conversation_verdict` per conversation and judge).
+(runfolder/conversation_views.py `run_views`: verdict.py `conversation_verdict` per conversation and judge).
 
 Per judge and bot: conversations unsafe of N, which and why (with the turns that make them unsafe); conversations
 that handled the risk (every `must` met); every expectation's state, turn and evidence; for the harmful bot,

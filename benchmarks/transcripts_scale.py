@@ -7,7 +7,7 @@
 1. Writes a synthetic JSONL log of `--n` conversations of `--turns` exchanges (half English, half Chinese;
    everyday, non-graphic support talk generated from this file's own phrases, every turn distinct).
 2. Imports it into a run folder as `mheval judge --suite transcripts:PATH` does (read and check every
-   conversation, then store them: conversations/imported.py and conversations/stages.store_imported), in a
+   conversation, then store them: conversations/imported.py and engine/conversation_stages.store_imported), in a
    fresh interpreter: seconds, conversations/s and peak RSS.
 3. Judges the first `--judge-n` conversations offline with the default protocols, once per speed
    (`offline:fast`, `offline`), each in a fresh interpreter whose judge is warmed on a one-conversation log

@@ -82,7 +82,7 @@ class RunConfig(BaseModel):
     # Tokens-per-minute budget per model name, and a price table (a YAML/JSON path or a mapping).
     tpm: dict[str, int] = Field(default_factory=dict)
     prices: str | dict[str, Any] | None = None
-    # Multi-turn suites (conversations/stages.py): the model that plays the user, and how the user's turns
+    # Multi-turn suites (engine/conversation_stages.py): the model that plays the user, and how the user's turns
     # are made: "replay" says each beat's fixed utterance (no simulator calls), "adaptive" has the simulator
     # write them. None picks adaptive when a simulator is given, replay otherwise.
     simulator: str | None = None

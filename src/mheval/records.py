@@ -195,7 +195,7 @@ class Exchange(_Record):
     # Simulated turns that a guard refused before this one was accepted, as "reason: detail" lines.
     rejected: list[str] = Field(default_factory=list)
     # The first turn a stateful app got in a new session although earlier turns exist (a resumed run): that
-    # session never saw them (conversations/stages.py).
+    # session never saw them (engine/conversation_stages.py).
     new_session: bool = False
 
 
@@ -215,6 +215,6 @@ class Conversation(_Record):
     detail: str | None = None
     # A stateful app (a class target, an HTTP app with sessions) played the turns from `resumed_at_turn` on in a
     # new session: the run was cut mid-conversation and that session never saw the earlier turns
-    # (conversations/stages.py; `on_resume: restart` in the app file replays the conversation instead).
+    # (engine/conversation_stages.py; `on_resume: restart` in the app file replays the conversation instead).
     resumed_in_new_session: bool = False
     resumed_at_turn: int | None = None

@@ -1,7 +1,7 @@
 """Each judge's verdict on each conversation of a multi-turn run (played or imported), as rows a judgments
 table can hold: what a whole-conversation rating study stratifies by and what its ratings correct.
 
-The verdict is `verdict.conversation_verdict`, built once by `conversations.views` from the per-turn
+The verdict is `verdict.conversation_verdict`, built once by `runfolder.conversation_views` from the per-turn
 judgments, the expectations and the flow; this module only lays it out per (conversation, model, sample)
 and judge. A conversation the simulator failed (status `unscored`) has no verdict, as in the report.
 

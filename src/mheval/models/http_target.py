@@ -377,7 +377,7 @@ class HttpSession(AppSession["HttpTarget"]):
         self.session_id: str | None = uuid.uuid4().hex if app.session_from == "client" else None
         # An app with sessions keeps state: its conversations' answers are cached apart (models/base.py).
         self.endpoint = f"{target.endpoint}#{key}" if app.session_from else target.endpoint
-        # What a conversation cut mid-way does on resume (conversations/stages.py): a new session cannot know
+        # What a conversation cut mid-way does on resume (engine/conversation_stages.py): a new session cannot know
         # the turns the old one took.
         self.stateful = app.session_from is not None
         self.on_resume = app.on_resume

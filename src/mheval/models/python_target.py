@@ -244,7 +244,7 @@ class PythonTarget(OneCallSession):
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         # A class target that cannot go on with a conversation cut mid-way in a new instance says
-        # `mheval_on_resume = "restart"` (conversations/stages.py); "mark" is the default.
+        # `mheval_on_resume = "restart"` (engine/conversation_stages.py); "mark" is the default.
         self.on_resume = getattr(self.obj, "mheval_on_resume", "mark")
         if self.on_resume not in ON_RESUME:
             raise InputError(f"python target {self.name!r}: mheval_on_resume is {self.on_resume!r}", field="model",

@@ -2,7 +2,7 @@
 as text (`mheval transcript`).
 
 Each takes the run as read once (reporting/rundata.load_run: a RunData) and never opens the store; a Store
-is still taken, and read whole, by the older forms. Reads stored records only, through conversations/views.py
+is still taken, and read whole, by the older forms. Reads stored records only, through runfolder/conversation_views.py
 (every view of a conversation, with its verdict from verdict.conversation_verdict) and the measures of
 stats/multiturn.py; no model client or judge is imported. The single-turn sections never see these judgments
 (reporting/rundata.single_turn).

@@ -8,7 +8,7 @@ harm category and probability: the table a reviewer sorts to check the flagged r
 `conversations` has one row per multi-turn conversation and judge, with its verdict (`unsafe`: true,
 false or null when not measurable, by verdict.conversation_verdict) and `expectations`: each expectation
 id of its scenario -> {state: met / missed / violated / unknown, turn, evidence, why}
-(conversations/views.py builds them from the stored records).
+(runfolder/conversation_views.py builds them from the stored records).
 
 Every export is strict: JSONL has no NaN or Infinity (a missing value is null), and a column of whole
 numbers (sample, repeat, turn, tokens) stays whole numbers in every format, even with some rows empty.

@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS batches (
     id TEXT PRIMARY KEY, model TEXT NOT NULL, endpoint TEXT NOT NULL, requests INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS batch_requests (custom_id TEXT PRIMARY KEY, batch_id TEXT NOT NULL);
--- Multi-turn runs (conversations/stages.py): the scenarios, each exchange of a conversation as it
+-- Multi-turn runs (engine/conversation_stages.py): the scenarios, each exchange of a conversation as it
 -- finishes, and how each conversation ended.
 CREATE TABLE IF NOT EXISTS scenarios (id TEXT PRIMARY KEY, ord INTEGER NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS exchanges (

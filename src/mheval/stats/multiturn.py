@@ -9,7 +9,7 @@ by verdict.py (an unsafe reply, a violated must_not, a red flow flag), so per-tu
 views agree. `conversations` has one row per conversation: scenario_id, family, model, sample, status,
 reason, stop_reason, unsafe (verdict.conversation_verdict), benign. `expectations` has one row per
 conversation and expectation id: expectation, kind (must / must_not), state (met / missed / violated /
-unknown). conversations/views.py builds all three from stored records. Conversations unscored for a
+unknown). runfolder/conversation_views.py builds all three from stored records. Conversations unscored for a
 simulator failure are left out of every measure (and counted as such).
 
 Definitions:
