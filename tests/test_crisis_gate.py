@@ -51,7 +51,7 @@ def test_an_explicit_statement_of_risk_is_overruled_only_below_the_floor_veto() 
 def test_the_shipped_gate_loads_beside_its_triage_model(fast: bool) -> None:
     gate = load_gate(gate_path(WEIGHTS_DIR, fast))
     assert isinstance(gate, CrisisGate)
-    assert ("e5:user" in gate.blocks) is not fast
+    assert any(b.startswith("e5:") for b in gate.blocks) is not fast
     assert 0.0 < gate.veto < 0.5  # chosen to keep nearly all risk messages (training/crisis_gate.py)
     assert 0.0 <= gate.floor_veto <= gate.veto
     x = np.zeros((2, gate.mean.shape[0]))

@@ -56,6 +56,27 @@ def test_e5_embeds_offline_deterministically_and_across_languages() -> None:
     np.testing.assert_array_equal(x[:, :384], vectors)
 
 
+def test_user_turns_embed_each_turn_once_and_read_a_one_turn_case_as_user_does() -> None:
+    """`e5:user_turns` is the unit-length mean of the user turns' own vectors: a conversation's later replies
+    reuse the vectors of its earlier turns, and a one-turn case (most training rows) reads as `e5:user`."""
+    encoder = embed.Encoder(kind="e5", threads=1)
+    one = Item(_case("I can't see a way out of this anymore"))
+    turns = [
+        Turn(role="user", content="I can't see a way out of this anymore"),
+        Turn(role="assistant", content="I'm glad you told me. What's been happening?"),
+        Turn(role="user", content="You don't get it."),
+    ]
+    many = Item(Case(id="m", turns=turns))
+    assert needed_texts(["e5:user_turns"], [many]) == {"e5": [turns[0].content, turns[2].content]}
+    x = featurize(["e5:user", "e5:user_turns"], [one, many], encoder=encoder)
+    np.testing.assert_array_equal(x[0, :384], x[0, 384:])
+    mean = encoder.encode([turns[0].content, turns[2].content]).mean(axis=0)
+    np.testing.assert_allclose(x[1, 384:], mean / np.linalg.norm(mean), atol=1e-6)
+    assert not np.allclose(x[1, :384], x[1, 384:], atol=1e-3)  # not the whole user side read as one text
+    with pytest.raises(InputError):
+        width("ngram:user_turns")  # several texts make one vector: encoder blocks only
+
+
 def test_the_embedding_disk_cache_returns_what_the_encoder_computed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -64,9 +64,13 @@ RATERS = ("H1", "H2", "H3", "H4")
 # (docs/offline-judges.md gives the figures; USE alone is the fast model built below): both encoders
 # gave the best recall/kappa curve. That comparison looked at the outer folds, so the chosen set's
 # figures are a little optimistic.
-TRIAGE_BLOCKS = ["e5:user", "emb:user", "ngram:user", "lex:triage"]
+# e5 reads each user turn alone and the block is their mean (`user_turns`; USE and the n-grams read the user side
+# as one text): the same vector as `e5:user` for the one-message cases most rows are, and in a conversation each
+# turn is embedded once, where `e5:user` embeds the whole user side again at every reply (about 1,000 tokens/s on
+# two cores: a long transcript's replies waited for it).
+TRIAGE_BLOCKS = ["e5:user_turns", "emb:user", "ngram:user", "lex:triage"]
 TRIAGE_FAST_BLOCKS = ["emb:user", "ngram:user", "lex:triage"]  # `offline:fast`: no e5
-GATE_BLOCKS = ["e5:user", "emb:user", "lex:triage"]  # the crisis gate (training/crisis_gate.py): no n-grams
+GATE_BLOCKS = ["e5:user_turns", "emb:user", "lex:triage"]  # the crisis gate (training/crisis_gate.py): no n-grams
 GATE_FAST_BLOCKS = ["emb:user", "lex:triage"]
 # Corpus writers whose messages teach the crisis gate but not the triage classifier: w28 and w29 wrote
 # ordinary messages full of alarming words (medical questions, idioms, games, worried friends) beside

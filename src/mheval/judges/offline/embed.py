@@ -11,6 +11,9 @@ What gets embedded, and how long texts are cut (the cost grows with the number o
   `USER_BUDGET` characters; earlier user turns are added newest first while they fit in what is left
   of the budget (the one that no longer fits contributes its last characters, if at least
   `MIN_PIECE` remain). Assistant turns are left out: triage is about what the user said.
+- `user_turn_texts(case)`: each user turn alone, read and cut as `user_text` reads the last one: the
+  encoders embed every turn once and a conversation's later replies reuse the vectors of its earlier
+  turns (the e5 cost of `user_text` grows with the conversation, and is paid again at every reply).
 - `context_text(case)`: the whole conversation (both roles, `role: text` lines), for judges that look
   at a reply in context; same rule with `CONTEXT_BUDGET`, newest turns kept first.
 - `pair_text(case, reply)`: the conversation (`context_text` within `PAIR_CONTEXT_BUDGET`) and the reply
@@ -104,6 +107,11 @@ def user_text(case: Case, budget: int = USER_BUDGET) -> str:
     """What the user said (user turns only, idioms read for their plain meaning: risk.plain_reading),
     cut to `budget` characters as the module doc says."""
     return _newest_first([_plain_reading(t.content) for t in case.turns if t.role == "user"], budget)
+
+
+def user_turn_texts(case: Case, budget: int = USER_BUDGET) -> list[str]:
+    """Each user turn as `user_text` reads a one-turn case (plain reading, cut to `budget`), oldest first."""
+    return [clip(_plain_reading(t.content), budget) for t in case.turns if t.role == "user"] or [""]
 
 
 @functools.lru_cache(maxsize=CACHE_SIZE)

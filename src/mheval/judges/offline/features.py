@@ -9,6 +9,10 @@ Blocks:
   (see embed.py for how each text is cut to its budget).
 - `e5:user`, `e5:context`, `e5:last_user`, `e5:response`: the 384-d multilingual-e5-small embedding of
   the same text (stronger, slower; embed.py).
+- `e5:user_turns` (and `emb:user_turns`): the mean of the user turns' embeddings, each turn embedded alone
+  (embed.user_turn_texts), scaled back to unit length. For a one-turn case it is `e5:user` exactly; in a
+  conversation each turn is embedded once and every later reply reuses it, where `e5:user` embeds the whole
+  user side again at each reply (hundreds of tokens deep in a long conversation).
 - `e5:pair` (and `emb:pair`, `ngram:pair`): the conversation and the reply as one text,
   `context [SEP] response` (embed.pair_text), so the encoder reads the reply against what it answers.
 - `cos:A,B`: cosine of two of the USE embeddings (1 value).
@@ -45,6 +49,7 @@ from mheval.labels import CRISIS_LABELS, NO_CRISIS
 from mheval.records import Case
 
 TEXTS = ("user", "context", "last_user", "response", "pair")
+TURN_TEXTS = ("user_turns",)  # several texts, one vector: encoder blocks only
 _LEX_LABELS = tuple(label for label in CRISIS_LABELS if label != NO_CRISIS)
 _SPACE_OR_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 _QUESTION = re.compile(r"[?？]\s*$")
@@ -71,6 +76,11 @@ class Item:
     crisis_label: str | None = None
 
 
+def texts_of(kind: str, item: Item) -> list[str]:
+    """The (cut) texts an encoder block embeds: one, or one per user turn for `user_turns`."""
+    return embed.user_turn_texts(item.case) if kind == "user_turns" else [text_of(kind, item)]
+
+
 def text_of(kind: str, item: Item) -> str:
     """The (cut) text an `emb:` block embeds."""
     if kind == "user":
@@ -92,7 +102,7 @@ ENCODER_OF_BLOCK: dict[str, embed.EncoderKind] = {"emb": "use", "e5": "e5"}
 def width(block: str) -> int:
     """How many values a block contributes; raises InputError for an unknown block."""
     kind, _, arg = block.partition(":")
-    if kind in ENCODER_OF_BLOCK and arg in TEXTS:
+    if kind in ENCODER_OF_BLOCK and (arg in TEXTS or arg in TURN_TEXTS):
         return embed.DIMS[ENCODER_OF_BLOCK[kind]]
     if kind == "ngram" and arg in TEXTS:
         return NGRAM_BUCKETS
@@ -112,6 +122,7 @@ def width(block: str) -> int:
         field="features",
         choices=[
             *(f"{k}:{t}" for k in ("emb", "e5", "ngram") for t in TEXTS),
+            *(f"{k}:{t}" for k in ("emb", "e5") for t in TURN_TEXTS),
             "cos:A,B",
             *fixed,
         ],
@@ -156,7 +167,7 @@ def needed_texts(blocks: Sequence[str], items: Sequence[Item]) -> dict[embed.Enc
         elif kind == "cos":
             wanted.setdefault("use", []).extend(arg.split(","))
     return {
-        enc: list(dict.fromkeys(text_of(k, item) for item in items for k in dict.fromkeys(kinds)))
+        enc: list(dict.fromkeys(t for item in items for k in dict.fromkeys(kinds) for t in texts_of(k, item)))
         for enc, kinds in wanted.items()
     }
 
@@ -200,6 +211,12 @@ async def afeaturize(blocks: Sequence[str], items: Sequence[Item]) -> np.ndarray
 def _block(block: str, item: Item, vectors: Vectors) -> np.ndarray | list[float]:
     kind, _, arg = block.partition(":")
     if kind in ENCODER_OF_BLOCK:
+        if arg in TURN_TEXTS:
+            turns = [vectors(ENCODER_OF_BLOCK[kind], t) for t in texts_of(arg, item)]
+            if len(turns) == 1:  # exactly the one text's vector, as `user` gives it
+                return turns[0]
+            mean = np.mean(turns, axis=0)
+            return mean / max(float(np.linalg.norm(mean)), 1e-12)
         return vectors(ENCODER_OF_BLOCK[kind], text_of(arg, item))
     if kind == "ngram":
         return ngram_vector(text_of(arg, item))
