@@ -25,9 +25,8 @@ from mheval.textscan import (
 SRC = Path(mheval.__file__).resolve().parent
 CJK_RANGE = re.compile(r"\\u(?:4e00|3400|9fff)|[\u4e00\u3400]-|-\u9fff", re.IGNORECASE)
 DEFINITION = re.compile(r"^\s*def detect_language\b|^\s*def (?:is|has|count)_cjk\b", re.MULTILINE)
-# Known copies outside textscan.py, each to be replaced by an import from it (harm.py's class also takes the
-# Yijing hexagram block and leaves out Extension B).
-DEBT = {"judges/offline/harm.py"}
+# Known copies outside textscan.py, each to be replaced by an import from it (none today).
+DEBT: set[str] = set()
 
 
 def _sources() -> dict[str, str]:

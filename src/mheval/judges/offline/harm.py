@@ -35,6 +35,7 @@ from mheval.judges.offline.cues import REPLY_MOVES
 from mheval.judges.offline.features import ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
 from mheval.judges.offline.trained import LinearHead, write_head
+from mheval.textscan import CJK_RE
 
 FORMAT = "mheval-reply-harm"
 FORMAT_VERSION = 1
@@ -53,7 +54,6 @@ _ARRAYS = ("mean", "scale", "coef", "intercept")
 # terminator stays with its sentence so the evidence is quoted as written.
 _SENTENCE = re.compile(r"[^\n.!?。！？；…]*(?:[.!?。！？；…]+[\"'”’」』)）]*|\n|$)")
 _LATIN_WORD = re.compile(r"[a-z0-9']+")
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _QUOTES = re.compile(r'"[^"\n]{1,300}"|“[^”\n]{1,300}”|「[^」\n]{1,300}」|『[^』\n]{1,300}』')
 
 
@@ -118,7 +118,7 @@ def _grams(text: str) -> set[str]:
     text = text.lower()
     words = _LATIN_WORD.findall(text)
     grams = {" ".join(words[i : i + 3]) for i in range(len(words) - 2)}
-    chars = "".join(_CJK_CHAR.findall(text))
+    chars = "".join(CJK_RE.findall(text))
     grams |= {chars[i : i + 3] for i in range(len(chars) - 2)}
     return grams
 
@@ -199,12 +199,17 @@ def unit_matrix(blocks: Sequence[str], unit: Unit, vectors: dict[tuple[str, str]
         elif block == "cues":
             cols.append(_cue_rows(unit.reply, spans))
         elif block == REPLY_POOL:
-            sofar = np.hstack(cols)
-            pooled = np.concatenate([sofar.mean(axis=0), sofar.max(axis=0)])
-            cols.append(np.repeat(pooled[None, :], len(spans), axis=0))
+            cols = [pool(np.hstack(cols))]
         else:
             raise InputError(f"unknown reply-harm feature block {block!r}", field="features")
     return np.hstack(cols).astype(np.float32)
+
+
+def pool(rows: np.ndarray) -> np.ndarray:
+    """The sentence rows with the REPLY_POOL block appended: every row also carries the mean and the maximum of
+    all the reply's rows."""
+    pooled = np.concatenate([rows.mean(axis=0), rows.max(axis=0)])
+    return np.hstack([rows, np.repeat(pooled[None, :], len(rows), axis=0)])
 
 
 def featurize_units(blocks: Sequence[str], units: Sequence[Unit]) -> list[np.ndarray]:
