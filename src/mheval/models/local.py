@@ -154,6 +154,7 @@ def require_local_extra(model: str | None = None) -> None:
 
 
 THREADS_ENV = "MHEVAL_LOCAL_THREADS"
+BUSY_WINDOW_S = 1.0  # long enough that a pause of other work does not read as a free core
 
 
 def free_cores() -> int:
@@ -174,9 +175,6 @@ def free_cores() -> int:
         except (AttributeError, OSError):  # Windows
             return total
     return max(1, min(total, round(total - busy)))
-
-
-BUSY_WINDOW_S = 1.0  # long enough that a pause of other work does not read as a free core
 
 
 @dataclass
