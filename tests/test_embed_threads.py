@@ -8,6 +8,7 @@ The thread choice is checked with the load average, the CPU affinity and this pr
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -71,11 +72,61 @@ def test_threads_are_the_cores_other_work_leaves_free(
         def rate(self) -> float:
             return own_rate
 
-    assert threads.free_threads(Own()) == expected
+    assert threads.free_threads(Own(), _NoCounters()) == expected
+
+
+class _NoCounters(threads.RecentOthers):
+    """No CPU time counters (as on macOS): the load average decides."""
+
+    def cores(self) -> float | None:
+        return None
+
+
+def test_recent_other_work_is_read_from_the_cpu_counters(monkeypatch: pytest.MonkeyPatch, clock: _Clock) -> None:
+    """Two cores; this process uses 0.5 core-seconds a second; the counters say how busy both cores are."""
+    busy = total = 0
+
+    def reading() -> tuple[float, float, int, int, int]:
+        return (clock.wall, clock.cpu, busy, total, 2)
+
+    monkeypatch.setattr(threads, "snapshot", reading)
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (6.0, 6.0, 6.0))  # a stale load average: not read
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    recent = threads.RecentOthers()
+    assert recent.cores() is None  # one reading: no interval yet
+    for _ in range(3):  # then 3 s with the cores 95% busy (1.9 cores, of which 0.5 are this process's own)
+        clock.wall += 1.0
+        clock.cpu += 0.5
+        busy += 190
+        total += 200
+    assert recent.cores() == pytest.approx(1.4)
+    assert threads.free_threads(recent=recent) == 1
+    for _ in range(10):  # the other work ends: 10 s at this process's own half core only
+        clock.wall += 1.0
+        clock.cpu += 0.5
+        busy += 50
+        total += 200
+        recent.cores()
+    assert recent.cores() == pytest.approx(0.0, abs=1e-9)
+    assert threads.free_threads(recent=recent) == 2  # whatever the load average still remembers
+
+
+def test_the_cpu_counters_of_this_machine_read_as_a_core_count() -> None:
+    if threads.snapshot() is None:
+        pytest.skip("no /proc/stat on this platform")
+    recent = threads.RecentOthers()
+    recent.cores()
+    time.sleep(0.1)  # a few clock ticks pass on the counters
+    first = recent._samples[0]
+    recent._samples[0] = (first[0] - 1.0, *first[1:])  # and the first reading counts as a second old
+    others = recent.cores()
+    assert others is not None and 0.0 <= others <= threads.usable_cores()
 
 
 def test_the_environment_fixes_the_count_or_leaves_it_to_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr(threads, "RECENT_OTHERS", _NoCounters())
     monkeypatch.setattr(threads, "usable_cores", lambda: 2)
     monkeypatch.setenv(threads.THREADS_ENV, "2")
     assert threads.free_threads() == 2  # fixed, whatever the load

@@ -28,21 +28,37 @@ def busy_cores_now(window_s: float) -> float | None:
     on them (Linux /proc/stat, one line per CPU) over `window_s`, less this process's own; None where there is
     no /proc/stat. Not the load average: it remembers the last minute, so right after `make run` installed the
     packages it read about 1.5 on an idle 2-core machine."""
+    before = snapshot()
+    if before is None:
+        return None
+    time.sleep(window_s)
+    after = snapshot()
+    return None if after is None else others_between(before, after)
+
+
+Snapshot = tuple[float, float, int, int, int]
+"""(monotonic seconds, this process's CPU seconds, busy ticks, total ticks, cores) of this process's cores."""
+
+
+def snapshot() -> Snapshot | None:
+    """The cores' tick counts and this process's CPU time now; None where there is no /proc/stat."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
+        ticks = cpu_ticks(Path("/proc/stat").read_text(), cpus)
+    except (AttributeError, OSError, ValueError):
         return None
-    try:
-        before, own_before = cpu_ticks(Path("/proc/stat").read_text(), cpus), process_cpu_seconds()
-        time.sleep(window_s)
-        after, own_after = cpu_ticks(Path("/proc/stat").read_text(), cpus), process_cpu_seconds()
-    except (OSError, ValueError):
+    return None if ticks is None else (time.monotonic(), process_cpu_seconds(), *ticks, len(cpus))
+
+
+def others_between(before: Snapshot, after: Snapshot) -> float | None:
+    """Cores that other work kept busy between two snapshots (busy share of the cores' time, less this
+    process's own CPU rate); None when no tick passed."""
+    elapsed = after[0] - before[0]
+    if after[3] <= before[3] or elapsed <= 0:
         return None
-    if before is None or after is None or after[1] <= before[1]:
-        return None
-    share = (after[0] - before[0]) / (after[1] - before[1])  # of the cores' time, busy
-    own = (own_after - own_before) / window_s
-    return max(0.0, share * len(cpus) - own)
+    share = (after[2] - before[2]) / (after[3] - before[3])
+    own = (after[1] - before[1]) / elapsed
+    return max(0.0, share * after[4] - own)
 
 
 def cpu_ticks(stat: str, cpus: list[int]) -> tuple[int, int] | None:

@@ -6,10 +6,12 @@ every product waits for it: on the shared 2-core machine at a load average of 6-
 embedded a batch of long conversation texts about five times faster than two. On a quiet machine two
 threads are faster. So the count is chosen per call, not once at load.
 
-The 1-minute load average counts this process too: judging with two threads by itself raises it to
-about two. What is subtracted from the cores is the load of the *other* work: the load average less
-this process's own recent CPU use (CPU seconds per second over about the last minute, the window the
-load average covers).
+Other work is read from the kernel's CPU time counters (Linux /proc/stat) over the last few seconds, less
+this process's own CPU time: the busy share of the cores when the encoder is asked, not the 1-minute load
+average, which keeps counting a process that ended seconds ago (right after an import or an install it read
+1.3 on an idle 2-core machine, and the encoders took one thread of two). Until two readings a second apart
+exist, and where there is no /proc/stat, the load average less this process's own recent CPU use (over about
+the last minute, the window the load average covers) stands in.
 
 `MHEVAL_EMBED_THREADS=N` fixes the count (a positive integer); `auto` or unset chooses per call.
 """
@@ -21,11 +23,12 @@ import threading
 import time
 from collections import deque
 
-from mheval.cpu import process_cpu_seconds, usable_cores
+from mheval.cpu import Snapshot, others_between, process_cpu_seconds, snapshot, usable_cores
 from mheval.errors import InputError
 
 THREADS_ENV = "MHEVAL_EMBED_THREADS"
 WINDOW_S = 60.0  # the 1-minute load average's horizon
+RECENT_S = 5.0  # how far back the CPU time counters are read
 _SAMPLE_EVERY_S = 1.0
 
 
@@ -61,19 +64,43 @@ class OwnLoad:
         return (cpu - start_cpu) / elapsed if elapsed >= _SAMPLE_EVERY_S else 0.0
 
 
+class RecentOthers:
+    """Cores other work kept busy over about the last `RECENT_S` seconds, from CPU time counters read whenever
+    asked (kept at most once a second; never waits); None until a reading a second old exists."""
+
+    def __init__(self) -> None:
+        self._samples: deque[Snapshot] = deque()
+        self._lock = threading.Lock()
+
+    def cores(self) -> float | None:
+        now = snapshot()
+        if now is None:
+            return None
+        with self._lock:
+            if not self._samples or now[0] - self._samples[-1][0] >= _SAMPLE_EVERY_S:
+                self._samples.append(now)
+            while len(self._samples) > 2 and now[0] - self._samples[1][0] >= RECENT_S:
+                self._samples.popleft()
+            first = self._samples[0]
+        return others_between(first, now) if now[0] - first[0] >= _SAMPLE_EVERY_S else None
+
+
 OWN_LOAD = OwnLoad()
+RECENT_OTHERS = RecentOthers()
 
 
-def free_threads(own: OwnLoad = OWN_LOAD) -> int:
-    """Threads for the next encoder call: MHEVAL_EMBED_THREADS, or the usable cores less the load of other
-    work (rounded, at least 1)."""
+def free_threads(own: OwnLoad | None = None, recent: RecentOthers | None = None) -> int:
+    """Threads for the next encoder call: MHEVAL_EMBED_THREADS, or the usable cores less the cores other work
+    keeps busy (rounded, at least 1)."""
     fixed = fixed_threads()
     if fixed is not None:
         return fixed
     cores = usable_cores()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows: no load average; use every core
-        return cores
-    others = max(0.0, load - own.rate())
+    others = (recent or RECENT_OTHERS).cores()
+    if others is None:
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # Windows: no load average; use every core
+            return cores
+        others = max(0.0, load - (own or OWN_LOAD).rate())
     return max(1, min(cores, round(cores - others)))
