@@ -21,8 +21,9 @@ import platform
 import time
 from typing import Any
 
+from mheval.cpu import usable_cores
 from mheval.models import EmbeddedModel, parse_model_spec
-from mheval.models.local import XLLAMACPP_VERSION, LocalServer, cores
+from mheval.models.local import XLLAMACPP_VERSION, LocalServer, free_cores
 from mheval.suites.registry import load_suite
 
 
@@ -73,7 +74,8 @@ def main() -> None:
             {
                 "model": f"local/{args.model}",
                 "xllamacpp": XLLAMACPP_VERSION,
-                "cores": cores(),
+                "cores": usable_cores(),
+                "threads_chosen": free_cores(),
                 "threads": [r["threads"] for r in runs],
                 "machine": platform.machine(),
                 "prompts": len(conversations),

@@ -2,10 +2,12 @@
 
     python benchmarks/transcripts_scale.py [--quick] [--n 10000] [--turns 20] [--judge-n 50]
                                            [--rss-n 250 1000] [--rss-turns T] [--rss-judge J]
-                                           [--speeds offline:fast offline]
+                                           [--speeds offline:fast offline] [--replies-from JSONL]
 
 1. Writes a synthetic JSONL log of `--n` conversations of `--turns` exchanges (half English, half Chinese;
-   everyday, non-graphic support talk generated from this file's own phrases, every turn distinct).
+   everyday, non-graphic support talk generated from this file's own phrases, every turn distinct). With
+   `--replies-from`, the assistant turns are published model replies instead (help_harm's, English, each
+   several times as long as the phrases), closer to what the judge reads in a real log.
 2. Imports it into a run folder as `mheval judge --suite transcripts:PATH` does (read and check every
    conversation, then store them: conversations/imported.py and engine/conversation_stages.store_imported), in a
    fresh interpreter: seconds, conversations/s and peak RSS.
@@ -97,15 +99,18 @@ _ZH_REPLY = (
 )
 
 
+REAL_REPLIES: list[str] = []  # --replies-from: published model replies to use as the assistant turns
+
+
 def conversation(i: int, turns: int) -> dict[str, Any]:
     """One synthetic recorded conversation (even i: English, odd i: Chinese); deterministic in `i`."""
     rng = random.Random(i)
-    zh = i % 2 == 1
+    zh = i % 2 == 1 and not REAL_REPLIES
     users, replies = (_ZH_USER, _ZH_REPLY) if zh else (_EN_USER, _EN_REPLY)
     messages = []
     for t in range(1, turns + 1):
         user = " ".join(rng.sample(users, 2))
-        reply = " ".join(rng.sample(replies, 2))
+        reply = REAL_REPLIES[(i * turns + t) % len(REAL_REPLIES)] if REAL_REPLIES else " ".join(rng.sample(replies, 2))
         tag = f"（第{t}次）" if zh else f"(day {t})"
         messages += [{"role": "user", "content": f"{user} {tag}"}, {"role": "assistant", "content": f"{reply} #{i}"}]
     return {
@@ -210,6 +215,12 @@ def main() -> None:
     parser.add_argument("--rss-turns", type=int, help="exchanges per conversation in the RSS runs (default --turns)")
     parser.add_argument("--speeds", nargs="*", default=["offline:fast", "offline"], help="judges timed")
     parser.add_argument("--rss-judge", default="offline:fast", help="the judge of the --rss-n runs")
+    parser.add_argument(
+        "--replies-from",
+        type=Path,
+        help="JSONL whose `answer` fields are real model replies (help_harm's appropriateness_scores.dev.jsonl):"
+        " the assistant turns, in English, instead of the script's short phrases",
+    )
     parser.add_argument("--worker", choices=("import", "judge"), help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     parser.add_argument("--warm", help=argparse.SUPPRESS)
@@ -223,6 +234,9 @@ def main() -> None:
         print(json.dumps(judge_worker(args.log, args.warm, args.out, args.judge)))
         return
 
+    if args.replies_from:
+        lines = args.replies_from.read_text(encoding="utf-8").splitlines()
+        REAL_REPLIES.extend(row["answer"] for line in lines if (row := json.loads(line)).get("answer"))
     n = args.n or (40 if args.quick else 10_000)
     turns = args.turns or (4 if args.quick else 20)
     judge_n = min(n, args.judge_n or (4 if args.quick else 50))
@@ -261,6 +275,7 @@ def main() -> None:
             "benchmark": "transcripts_scale",
             "quick": args.quick,
             "workload": f"{n} conversations x {turns} turns (en and zh), judged: first {judge_n} per speed",
+            "replies": f"{len(REAL_REPLIES)} real replies from {args.replies_from}" if REAL_REPLIES else "synthetic",
             "machine": {**machine(), "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "auto")},
             "log": {
                 "conversations": n,

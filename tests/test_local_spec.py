@@ -128,3 +128,6 @@ def test_generation_stats_line() -> None:
         "local/smollm2: generation took 12.5 s at 120.0 completion tokens/s "
         "(10 calls, 1,500 completion tokens, 4 slots)"
     )
+    # With the server's thread count known, the line says it: a slow run on one thread reads as such.
+    stats.threads = 1
+    assert stats.line().endswith("(10 calls, 1,500 completion tokens, 4 slots, 1 thread)")

@@ -184,6 +184,7 @@ class GenerationStats:
 
     model: str
     slots: int
+    threads: int | None = None  # the server's generation threads (free_cores at its start)
     calls: int = 0
     completion_tokens: int = 0
     busy_s: float = 0.0
@@ -195,7 +196,8 @@ class GenerationStats:
     def line(self) -> str:
         return (
             f"{self.model}: generation took {self.busy_s:.1f} s at {self.tokens_per_s:.1f} completion tokens/s "
-            f"({self.calls} calls, {self.completion_tokens:,} completion tokens, {self.slots} slots)"
+            f"({self.calls} calls, {self.completion_tokens:,} completion tokens, {self.slots} slots"
+            + (f", {self.threads} thread{'s' if self.threads != 1 else ''})" if self.threads else ")")
         )
 
 
@@ -300,7 +302,7 @@ class LocalServer:
         self.threads = threads or free_cores()
         self.startup_timeout_s = startup_timeout_s
         self.port: int | None = None
-        self.stats = GenerationStats(model=f"local/{self.model}", slots=slots)
+        self.stats = GenerationStats(model=f"local/{self.model}", slots=slots, threads=self.threads)
         self.meter = _Meter(self.stats)
         self.process: subprocess.Popen[bytes] | None = None
         self._log: Path | None = None
