@@ -112,3 +112,24 @@ def test_transcripts_scale_quick() -> None:
         assert _positive(figures["replies_per_s"])
     (rss,) = data["judge_rss_by_conversations"]
     assert rss["conversations"] == 3 and rss["replies"] == 3 * turns and rss["judgments_ok"] == rss["judgments"]
+
+
+def test_transcripts_scale_takes_its_replies_from_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--replies-from: the log's assistant turns are the file's replies (English conversations), every one distinct
+    within a conversation; without it, the script's own phrases in English and Chinese."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import transcripts_scale
+
+    replies = [f"Reply number {i}. It has a second sentence, as real replies do." for i in range(7)]
+    monkeypatch.setattr(transcripts_scale, "REAL_REPLIES", replies)
+    log = tmp_path / "log.jsonl"
+    transcripts_scale.write_log(log, 2, 5)
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        said = [m["content"].rsplit(" #", 1)[0] for m in row["messages"] if m["role"] == "assistant"]
+        assert row["language"] == "en" and len(said) == 5 and len(set(said)) == 5 and set(said) <= set(replies)
+    monkeypatch.setattr(transcripts_scale, "REAL_REPLIES", [])
+    transcripts_scale.write_log(log, 2, 5)
+    rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert [row["language"] for row in rows] == ["en", "zh"]
+    assert not any(m["content"].startswith("Reply number") for row in rows for m in row["messages"])
