@@ -22,6 +22,7 @@ without them, in which case every text goes to the backend whole.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ CACHE = 4096  # lines' tokens, and windows' feature sums (5 KB each), kept
 Window = tuple[tuple[int, ...], int, int]  # token ids read as one text, and the span [a, b) whose features are summed
 _WEIGHTS = ("table", "scale", "lo", "proj_W", "proj_b", "ln_g_all", "ln_b_all", "w1", "b1", "w2", "b2",
             "ln_g", "ln_b", "cnn_W", "cnn_b", "d0", "d1", "d2", "d3", "p1", "p3", "eps", "_window_index")  # fmt: skip
+_MODULE_NAMES = ("_ORDERS", "_layernorm")  # the backend module's branch layout and its in-place layer norm
 
 
 class LineCachedUSE:
@@ -43,6 +45,9 @@ class LineCachedUSE:
     def __init__(self, use: Any) -> None:
         self._backend = use._model
         self._tokenizer = use._tokenizer
+        module = sys.modules[type(self._backend).__module__]
+        self._orders: tuple[tuple[int, int], ...] = module._ORDERS  # (n-gram order, left context) per branch
+        self._layer_norm = module._layernorm
         self._ids: OrderedDict[str, list[int]] = OrderedDict()  # a line's tokens
         self._sums: OrderedDict[Window, np.ndarray] = OrderedDict()  # a window's feature sum
         self._lock = threading.Lock()
@@ -54,7 +59,10 @@ class LineCachedUSE:
         if getattr(use, "denoise", False):
             return False
         backend = getattr(use, "_model", None)
-        return backend is not None and all(hasattr(backend, name) for name in _WEIGHTS)
+        if backend is None or not all(hasattr(backend, name) for name in _WEIGHTS):
+            return False
+        module = sys.modules.get(type(backend).__module__)
+        return all(hasattr(module, name) for name in _MODULE_NAMES)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """(n, 512) float32, L2-normalised, like the backend's `encode` (and within its BLAS thread limit)."""
@@ -167,20 +175,20 @@ class LineCachedUSE:
         n = len(flat)
         chunk = flat % b.scale.shape[0]
         emb = b.table[flat].astype(np.float32) * b.scale[chunk, None] + b.lo[chunk, None]
-        x = _layer_norm(emb @ b.proj_W + b.proj_b, b.ln_g_all, b.ln_b_all, b.eps)
+        x = self._layer_norm(emb @ b.proj_W + b.proj_b, b.ln_g_all, b.ln_b_all, b.eps)
         idx = b._window_index(starts, lens, n)  # out-of-text slots point at row n, a row of zeros
         width = b.w1[0].shape[1]
-        centre = idx.shape[1] // 2
+        centre = max(left for _, left in self._orders)
         branches = [emb]
-        for i, (w1, b1, w2, b2) in enumerate(zip(b.w1, b.b1, b.w2, b.b2, strict=True)):
-            order = w1.shape[0] // width
-            cols = idx[:, centre - _LEFT[order] : centre - _LEFT[order] + order]
+        for i, (order, left) in enumerate(self._orders):
+            w1, b1, w2, b2 = b.w1[i], b.b1[i], b.w2[i], b.b2[i]
+            cols = idx[:, centre - left : centre - left + order]
             xs = x[:, i * width : (i + 1) * width]
             pad = np.vstack([xs, np.zeros((1, width), dtype=np.float32)])
             h = np.maximum(pad[cols].reshape(n, order * width) @ w1 + b1, 0) + xs
             pad = np.vstack([h, np.zeros((1, width), dtype=np.float32)])
             branches.append(np.maximum(pad[cols].reshape(n, order * width) @ w2 + b2, 0) + h)
-        feats = _layer_norm(np.hstack(branches), b.ln_g, b.ln_b, b.eps)
+        feats = self._layer_norm(np.hstack(branches), b.ln_g, b.ln_b, b.eps)
         return np.stack([feats[s + a : s + e].sum(axis=0) for s, (_, a, e) in zip(starts, windows, strict=True)])
 
     def _head(self, totals: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -200,15 +208,3 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
     change = np.flatnonzero(np.diff(padded))
     return [(int(a), int(b)) for a, b in zip(change[::2], change[1::2], strict=True)]
-
-
-_LEFT = {2: 0, 3: 1, 5: 2}  # the convolution branches' left context, by n-gram order (the model's design)
-
-
-def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    """Layer norm over the rows of a float32 matrix, in place."""
-    x -= x.mean(axis=-1, keepdims=True)
-    x *= (1.0 / np.sqrt(np.einsum("ij,ij->i", x, x) / x.shape[-1] + eps))[:, None].astype(np.float32)
-    x *= gamma
-    x += beta
-    return x
