@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections import deque
+from typing import Generic, TypeVar
 
 from mheval.cpu import Snapshot, others_between, process_cpu_seconds, snapshot, usable_cores
 from mheval.errors import InputError
@@ -44,44 +45,53 @@ def fixed_threads() -> int | None:
     )
 
 
-class OwnLoad:
+Reading = TypeVar("Reading", tuple[float, float], Snapshot)
+
+
+class _Readings(Generic[Reading]):
+    """Readings (monotonic seconds first) kept at most once a second over the last `window_s` seconds."""
+
+    def __init__(self, window_s: float) -> None:
+        self._window_s = window_s
+        self._samples: deque[Reading] = deque()
+        self._lock = threading.Lock()
+
+    def oldest(self, now: Reading) -> Reading:
+        """Keep `now` when a second has passed since the last kept reading; the oldest reading in the window."""
+        with self._lock:
+            if not self._samples or now[0] - self._samples[-1][0] >= _SAMPLE_EVERY_S:
+                self._samples.append(now)
+            while len(self._samples) > 2 and now[0] - self._samples[1][0] >= self._window_s:
+                self._samples.popleft()
+            return self._samples[0]
+
+
+class OwnLoad(_Readings[tuple[float, float]]):
     """This process's CPU seconds per wall second over the last `WINDOW_S` seconds (sampled at most once a
     second, whenever a caller asks)."""
 
     def __init__(self) -> None:
-        self._samples: deque[tuple[float, float]] = deque()
-        self._lock = threading.Lock()
+        super().__init__(WINDOW_S)
 
     def rate(self) -> float:
         now, cpu = time.monotonic(), process_cpu_seconds()
-        with self._lock:
-            if not self._samples or now - self._samples[-1][0] >= _SAMPLE_EVERY_S:
-                self._samples.append((now, cpu))
-            while len(self._samples) > 2 and now - self._samples[1][0] >= WINDOW_S:
-                self._samples.popleft()
-            start, start_cpu = self._samples[0]
+        start, start_cpu = self.oldest((now, cpu))
         elapsed = now - start
         return (cpu - start_cpu) / elapsed if elapsed >= _SAMPLE_EVERY_S else 0.0
 
 
-class RecentOthers:
+class RecentOthers(_Readings[Snapshot]):
     """Cores other work kept busy over about the last `RECENT_S` seconds, from CPU time counters read whenever
     asked (kept at most once a second; never waits); None until a reading a second old exists."""
 
     def __init__(self) -> None:
-        self._samples: deque[Snapshot] = deque()
-        self._lock = threading.Lock()
+        super().__init__(RECENT_S)
 
     def cores(self) -> float | None:
         now = snapshot()
         if now is None:
             return None
-        with self._lock:
-            if not self._samples or now[0] - self._samples[-1][0] >= _SAMPLE_EVERY_S:
-                self._samples.append(now)
-            while len(self._samples) > 2 and now[0] - self._samples[1][0] >= RECENT_S:
-                self._samples.popleft()
-            first = self._samples[0]
+        first = self.oldest(now)
         return others_between(first, now) if now[0] - first[0] >= _SAMPLE_EVERY_S else None
 
 
