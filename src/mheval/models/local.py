@@ -194,10 +194,10 @@ class GenerationStats:
         return self.completion_tokens / self.busy_s if self.busy_s > 0 else 0.0
 
     def line(self) -> str:
+        threads = f", {self.threads} thread{'s' if self.threads != 1 else ''}" if self.threads else ""
         return (
             f"{self.model}: generation took {self.busy_s:.1f} s at {self.tokens_per_s:.1f} completion tokens/s "
-            f"({self.calls} calls, {self.completion_tokens:,} completion tokens, {self.slots} slots"
-            + (f", {self.threads} thread{'s' if self.threads != 1 else ''})" if self.threads else ")")
+            f"({self.calls} calls, {self.completion_tokens:,} completion tokens, {self.slots} slots{threads})"
         )
 
 
