@@ -28,7 +28,8 @@ blocks use it (`get_encoder("e5")`). Both are deterministic and give a text the 
 batch it is in.
 
 Threads: each call uses the cores that other work leaves free (threads.py), unless `MHEVAL_EMBED_THREADS`
-fixes the count; the vectors do not depend on the count. e5 reads a large batch in pieces of at most
+fixes the count; the vectors do not depend on the count (e5's to the bit; USE's within 1e-6, since its
+BLAS may sum in another order with another count). e5 reads a large batch in pieces of at most
 `E5_BATCH_TOKENS` tokens: its engine holds about 19 KB of activations per token of a call (a 16,000-token
 call, the engine's own cap, took 300 MB), and a text's e5 vector does not depend on the batch it is in.
 
