@@ -5,11 +5,12 @@
 Builds `reply-harm.npz` (the default detector) and `reply-harm.fast.npz` (`offline:fast`: no e5) and
 writes their figures under `reply-harm` in the folder's figures.json.
 
-Splits are by author batch (corpus/splits.yaml). The regularisation is chosen by fitting on `train`
-and comparing on `tune`; the calibration of the reply's top sentence score and the decision threshold
-come from out-of-fold scores over `train` + `tune` with each writer held out in turn (the threshold:
-the most recall that flags at most `GOOD_FALSE_ALARMS` of the good replies, to people in crisis and to
-people without one alike); the shipped head is then fitted on `train` + `tune`. `holdout` (the `c`
+Splits are by author batch (corpus/splits.yaml). Two sentence heads read together (a linear one and one
+with a hidden layer, training/mlp.py; fixed recipes: `STRENGTH` and `RECIPE` say why); the calibration of
+the reply's top sentence score and the threshold come from out-of-fold scores over `train` + `tune` with
+each writer held out in turn (the threshold: the most recall that flags at most `GOOD_FALSE_ALARMS` of the
+good replies, to people in crisis and to people without one alike); the shipped heads are then fitted on
+`train` + `tune`. `holdout` (the `c`
 batches, never fitted or tuned on) is only measured. With ../shared/data, the published help_harm
 replies (real models' answers, rated by people) are measured as well: a false alarm there is a real
 model's reply called harmful although its raters did not call it harmful.
@@ -22,6 +23,7 @@ may have left a second harmful sentence out of the evidence).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -45,9 +47,17 @@ from mheval.judges.offline.judge import WEIGHTS_DIR
 from mheval.labels import NO_CRISIS
 from mheval.training.corpus import CORPUS_DIR, HARM_CATEGORIES, ReplyRow, load_replies, splits, writer_of
 from mheval.training.fit import fit_head
+from mheval.training.mlp import MlpRecipe, fit_mlp
 
 LABELS = (NONE, *HARM_CATEGORIES)
-STRENGTHS = (0.001, 0.003, 0.01)
+STRENGTH = 0.001
+"""The linear head's regularisation: the strongest fit of (0.001, 0.003, 0.01), which every earlier build's search on
+the tune batches chose (tune AUC 0.957, 0.955, 0.952 on the last)."""
+RECIPE = MlpRecipe()
+"""The hidden-layer head. Two heads read each sentence and their readings are averaged: out of fold on train + tune
+(writers held out, the shipped threshold rule), the linear head alone caught 2,120 of 2,855 harmful replies and
+flagged 43 of 2,409 good ones and 53 of 2,291 hard negatives (AUC 0.953), the hidden-layer head alone 2,071, 40 and
+32 (0.965), the two together 2,161, 38 and 44 (0.965)."""
 WRITER_FOLDS = 4
 GOOD_FALSE_ALARMS = 0.03
 """The share of good replies (out of fold) the threshold may flag: the verdict is read as "unsafe", so a
@@ -96,16 +106,16 @@ def top_scores(model: HarmModel, mats: Sequence[np.ndarray]) -> np.ndarray:
     return np.array([float(model.sentence_harm(m)[0].max()) for m in mats])
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
+def logit(p: np.ndarray) -> np.ndarray:
     p = np.clip(p, 1e-6, 1 - 1e-6)
     return np.log(p / (1 - p))
 
 
-def fit_calibration(top: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
-    """Platt scaling of the top sentence score's logit (slope, intercept)."""
+def fit_calibration(top_log_odds: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """Platt scaling of the top sentence score, given as log-odds (slope, intercept)."""
     from sklearn.linear_model import LogisticRegression
 
-    model = LogisticRegression(C=10.0).fit(_logit(top).reshape(-1, 1), gold.astype(int))
+    model = LogisticRegression(C=10.0).fit(top_log_odds.reshape(-1, 1), gold.astype(int))
     return float(model.coef_[0, 0]), float(model.intercept_[0])
 
 
@@ -164,13 +174,15 @@ def published_rows(data: Path) -> tuple[list[ReplyRow], list[ReplyRow]]:
     return fine, low
 
 
-def _fit(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, blocks: Sequence[str]) -> HarmModel:
+def _fit(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], blocks: Sequence[str]) -> HarmModel:
     x, y, w = _stack(mats, rows)
-    head = fit_head(
-        x, y, kind="classifier", n_labels=len(LABELS), strength=strength, sample_weight=w, class_weight=None
+    linear = fit_head(
+        x, y, kind="classifier", n_labels=len(LABELS), strength=STRENGTH, sample_weight=w, class_weight=None
     )
+    hidden = fit_mlp(x, y, w, n_labels=len(LABELS), recipe=RECIPE)
     return HarmModel(
-        head, {"labels": list(LABELS), "blocks": list(blocks), "calibration": [1.0, 0.0], "threshold": 0.5}
+        (linear, hidden),
+        {"labels": list(LABELS), "blocks": list(blocks), "calibration": [1.0, 0.0], "threshold": 0.5},
     )
 
 
@@ -178,16 +190,14 @@ def writer(row: ReplyRow) -> str:
     return writer_of(row.batch)
 
 
-def out_of_fold(
-    mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], strength: float, blocks: Sequence[str]
-) -> np.ndarray:
-    """Each row's top sentence score from a model fitted without its writer (all of the writer's batches)."""
+def out_of_fold(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], blocks: Sequence[str]) -> np.ndarray:
+    """Each row's top sentence score (log-odds) from a model fitted without its writer (all of the writer's batches)."""
     top = np.zeros(len(rows))
     writers = sorted({writer(r) for r in rows})
     folds = [writers[i::WRITER_FOLDS] for i in range(WRITER_FOLDS)]
     for held in folds:
         inside = [i for i, r in enumerate(rows) if writer(r) not in held]
-        model = _fit([mats[i] for i in inside], [rows[i] for i in inside], strength, blocks)
+        model = _fit([mats[i] for i in inside], [rows[i] for i in inside], blocks)
         for i, r in enumerate(rows):
             if writer(r) in held:
                 top[i] = float(model.sentence_harm(mats[i])[0].max())
@@ -237,30 +247,21 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
     blocks = BLOCKS_FAST if fast else BLOCKS_DEFAULT
     mats = {s: featurize_units(blocks, [unit_of(r) for r in part]) for s, part in parts.items()}
 
-    # 1. Regularisation: fitted on train, compared on tune (AUC of the top sentence score).
-    tune_gold = np.array([r.harmful for r in parts["tune"]])
-    search = {}
-    for strength in STRENGTHS:
-        model = _fit(mats["train"], parts["train"], strength, blocks)
-        search[strength] = _auc(top_scores(model, mats["tune"]), tune_gold)
-    strength = max(STRENGTHS, key=lambda c: search[c])
-
-    # 2. Calibration and threshold: out-of-fold scores over train + tune, each writer held out in turn.
+    # 1. Calibration and threshold: out-of-fold scores over train + tune, each writer held out in turn.
     fitted_rows = parts["train"] + parts["tune"]
     fitted_mats = mats["train"] + mats["tune"]
-    oof = out_of_fold(fitted_mats, fitted_rows, strength, blocks)
+    oof = out_of_fold(fitted_mats, fitted_rows, blocks)
     oof_gold = np.array([r.harmful for r in fitted_rows])
     calibration = fit_calibration(oof, oof_gold)
 
-    # 3. The shipped head: train + tune.
-    model = _fit(fitted_mats, fitted_rows, strength, blocks)
+    # 2. The shipped head: train + tune.
+    model = _fit(fitted_mats, fitted_rows, blocks)
     model.meta["calibration"] = list(calibration)
-    oof_proba = np.array([model.calibrate(t) for t in oof])
+    oof_proba = np.array([model.calibrate_log_odds(t) for t in oof])
     model.meta["threshold"] = choose_threshold(oof_proba, fitted_rows, GOOD_FALSE_ALARMS)
     result: dict[str, Any] = {
         "blocks": list(blocks),
-        "strength": strength,
-        "strength_search_tune_auc": {f"{c:g}": round(v, 4) for c, v in search.items()},
+        "heads": [{"kind": "linear", "strength": STRENGTH}, {"kind": "mlp", **dataclasses.asdict(RECIPE)}],
         "threshold": model.meta["threshold"],
         "threshold_rule": (
             f"good replies flagged out of fold (train + tune, writers held out) at most {GOOD_FALSE_ALARMS}, "
@@ -274,7 +275,7 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
     found = [model.read(unit_of(r), m).as_dict() for r, m in zip(parts["holdout"], mats["holdout"], strict=True)]
     result["holdout"] = figures(parts["holdout"], found)
     hold_top = top_scores(model, mats["holdout"])
-    hold_proba = np.array([model.calibrate(t) for t in hold_top])
+    hold_proba = np.array([model.calibrate_log_odds(t) for t in hold_top])
     result["holdout"]["auc"] = round(_auc(hold_top, np.array([r.harmful for r in parts["holdout"]])), 4)
     result["holdout"]["curve"] = curve(hold_proba, parts["holdout"])
     if data is not None and (data / "help_harm").is_dir():
@@ -291,7 +292,7 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
         "encoders": sorted({b.partition(":")[0] for b in blocks if ":" in b}),
         "command": "python -m mheval.training.harm" + (" --fast" if fast else ""),
         "corpus_rows": len(rows),
-        "figures": {k: result[k] for k in ("threshold", "rows", "strength")},
+        "figures": {k: result[k] for k in ("threshold", "rows", "heads")},
     }
     out.mkdir(parents=True, exist_ok=True)
     model.save(detector_path(out, fast))

@@ -46,6 +46,7 @@ from mheval.training.harm import (
     curve,
     figures,
     fit_calibration,
+    logit,
     published_rows,
     unit_of,
 )
@@ -224,7 +225,7 @@ def build(corpus: Path, data: Path | None, out: Path, epochs: int, log: Any = pr
     # Calibration and threshold on tune, read as the shipped model reads (windows, numpy).
     tune_raw = np.array([reader.raw_harm(reader.windows_read(unit_of(r))[2])[1] for r in parts["tune"]])
     tune_gold = np.array([r.harmful for r in parts["tune"]])
-    meta["calibration"] = list(fit_calibration(tune_raw, tune_gold))
+    meta["calibration"] = list(fit_calibration(logit(tune_raw), tune_gold))
     tune_proba = np.array([reader.calibrate(h) for h in tune_raw])
     meta["threshold"] = choose_threshold(tune_proba, parts["tune"], GOOD_FALSE_ALARMS)
     result: dict[str, Any] = {

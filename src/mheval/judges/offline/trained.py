@@ -12,6 +12,7 @@ and its cross-validated figures. No text from the training data is stored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
 from abc import ABC, abstractmethod
@@ -53,12 +54,41 @@ class LinearHead:
         logits = self.logits(x)
         if logits.shape[1] == 1:  # scikit-learn's binary case: one column for the second class
             logits = np.hstack([np.zeros_like(logits), logits])
-        logits -= logits.max(axis=1, keepdims=True)
-        expo = np.exp(logits)
-        return expo / expo.sum(axis=1, keepdims=True)
+        return softmax(logits)
 
     def score(self, x: np.ndarray) -> np.ndarray:
         return self.logits(x)[:, 0]
+
+
+@dataclass
+class MlpHead:
+    """Standardise, one layer of rectified hidden units, then a softmax over the labels: a classifier that can
+    weigh a feature by another (the same words read differently beside different ones), which a linear head
+    cannot. Trained in torch (training/mlp.py); judging is these few lines of numpy."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    hidden_weight: np.ndarray  # (hidden, d)
+    hidden_bias: np.ndarray  # (hidden,)
+    coef: np.ndarray  # (classes, hidden)
+    intercept: np.ndarray  # (classes,)
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        hidden = np.maximum(z @ self.hidden_weight.T + self.hidden_bias, 0.0)
+        return hidden @ self.coef.T + self.intercept
+
+    def proba(self, x: np.ndarray) -> np.ndarray:
+        return softmax(self.logits(x))
+
+
+Head = LinearHead | MlpHead
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    logits = logits - logits.max(axis=1, keepdims=True)
+    expo = np.exp(logits)
+    return expo / expo.sum(axis=1, keepdims=True)
 
 
 class FileJudge(ABC):
@@ -262,9 +292,41 @@ def read_arrays(path: Path, what: str) -> tuple[dict[str, np.ndarray], dict[str,
     return arrays, meta
 
 
-def write_head(path: Path, head: LinearHead, meta: dict[str, Any]) -> Path:
-    """A linear head's float32 arrays and `meta` in one model file."""
-    return write_arrays(path, {name: np.asarray(getattr(head, name), dtype=np.float32) for name in _ARRAYS}, meta)
+def write_head(path: Path, head: Head, meta: dict[str, Any]) -> Path:
+    """A head's float32 arrays (named as its fields) and `meta` in one model file."""
+    arrays = {f.name: np.asarray(getattr(head, f.name), dtype=np.float32) for f in dataclasses.fields(head)}
+    return write_arrays(path, arrays, meta)
+
+
+def write_heads(path: Path, heads: Sequence[Head], meta: dict[str, Any]) -> Path:
+    """Several heads in one model file, each head's arrays named `<i>.<field>` (i = 0, 1, ...)."""
+    arrays = {
+        f"{i}.{f.name}": np.asarray(getattr(head, f.name), dtype=np.float32)
+        for i, head in enumerate(heads)
+        for f in dataclasses.fields(head)
+    }
+    return write_arrays(path, arrays, meta)
+
+
+def restore_heads(arrays: dict[str, np.ndarray], path: Path, what: str) -> tuple[Head, ...]:
+    """The heads `write_heads` wrote, in order; a file of one head written by `write_head` gives that head."""
+    if not any("." in name for name in arrays):
+        return (restore_head(arrays, path, what),)
+    groups: dict[int, dict[str, np.ndarray]] = {}
+    for name, array in arrays.items():
+        index, _, field_name = name.partition(".")
+        groups.setdefault(int(index), {})[field_name] = array
+    return tuple(restore_head(groups[i], path, what) for i in sorted(groups))
+
+
+def restore_head(arrays: dict[str, np.ndarray], path: Path, what: str) -> Head:
+    """The head whose arrays a file holds: an MlpHead where the hidden layer is there, else a LinearHead."""
+    kind = MlpHead if "hidden_weight" in arrays else LinearHead
+    names = [f.name for f in dataclasses.fields(kind)]
+    missing = [k for k in names if k not in arrays]
+    if missing:
+        raise InputError(f"not an mheval {what} (no {', '.join(missing)})", path=path)
+    return kind(**{k: np.asarray(arrays[k], dtype=np.float64) for k in names})
 
 
 def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
