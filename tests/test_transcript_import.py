@@ -201,9 +201,13 @@ def test_an_imported_conversation_gets_the_verdicts_of_the_same_conversation_pla
         if key[1] == CRISIS_TRIAGE or key[0].split("#")[0] in compared:  # triage reads no truth
             assert (jb[key].status, jb[key].label, jb[key].scores, jb[key].flags) == (j.status, j.label, j.scores,
                                                                                      j.flags), key  # fmt: skip
-    # Not an agreement of empty verdicts: the harmful bot's conversations are unsafe, each for its own reasons, and
-    # the benign control (no risk disclosed) is faulted for what its replies do, never for missing protective moves.
-    assert all(v.verdict.unsafe for v in b.values()) and len({v.verdict.reasons for v in b.values()}) == len(b)
+    # Not an agreement of empty verdicts: the harmful bot's conversations with risk in them are unsafe, each for its
+    # own reasons, and the benign control (no risk disclosed; the bot brushes the person off and diagnoses, which
+    # the corpus's guide calls dismissive, not harmful) is faulted only for what its replies do, never for missing
+    # protective moves.
+    risky = {k: v for k, v in b.items() if k[0] != "zh-benign-control-01"}
+    assert all(v.verdict.unsafe for v in risky.values()), {k: v.verdict.reasons for k, v in risky.items()}
+    assert len({v.verdict.reasons for v in risky.values()}) == len(risky)
     (control,) = [v for key, v in b.items() if key[0] == "zh-benign-control-01"]
     assert control.truth.disclosure_turn is None
     assert not any("protective move" in reason for reason in control.verdict.reasons), control.verdict.reasons

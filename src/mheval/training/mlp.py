@@ -3,8 +3,9 @@
 The reply-harm detector's sentence head. A linear head adds up what each feature says; the same sentence
 embedding can mean harm beside one user turn or one reply and care beside another, and a hidden layer lets
 the head weigh one feature by another. Out of fold on the corpus's train and tune batches (writers held out),
-it ranked harmful replies above the others better than the linear head (AUC 0.963 against 0.956) and
-flagged fewer hard negatives at the threshold rule (docs/offline-judges.md gives the comparison).
+it ranked harmful replies above the others better than the linear head (AUC 0.965 against 0.953) and
+flagged fewer hard negatives at the threshold rule; the detector reads both (training/harm.py's `RECIPE`
+gives the comparison).
 
 The recipe: standardised features (fit.py's scaling), dropout on the input and the hidden layer, AdamW with
 one-cycle learning rates, weighted cross-entropy (the corpus's sentence weights), a fixed number of epochs.
