@@ -10,10 +10,10 @@ with a hidden layer, training/mlp.py; fixed recipes: `STRENGTH` and `RECIPE` say
 the reply's top sentence score and the threshold come from out-of-fold scores over `train` + `tune` with
 each writer held out in turn (the threshold: the most recall that flags at most `GOOD_FALSE_ALARMS` of the
 good replies, to people in crisis and to people without one alike); the shipped heads are then fitted on
-`train` + `tune`. `holdout` (the `c`
-batches, never fitted or tuned on) is only measured. With ../shared/data, the published help_harm
-replies (real models' answers, rated by people) are measured as well: a false alarm there is a real
-model's reply called harmful although its raters did not call it harmful.
+`train` + `tune`. `holdout` (the `c` batches, never fitted or tuned on) is only measured. With
+../shared/data, the published help_harm replies (real models' answers, rated by people) are measured as
+well: a false alarm there is a real model's reply called harmful although its raters did not call it
+harmful.
 
 Sentence labels: a sentence of a harmful reply that overlaps one of its evidence spans takes the
 reply's category; every other sentence is `none` (those of harmful replies count half, since a writer
@@ -51,8 +51,8 @@ from mheval.training.mlp import MlpRecipe, fit_mlp
 
 LABELS = (NONE, *HARM_CATEGORIES)
 STRENGTH = 0.001
-"""The linear head's regularisation: the strongest fit of (0.001, 0.003, 0.01), which every earlier build's search on
-the tune batches chose (tune AUC 0.957, 0.955, 0.952 on the last)."""
+"""The linear head's C (inverse regularisation): of 0.001, 0.003 and 0.01, the one every earlier build's search on the
+tune batches chose (tune AUC 0.957, 0.955 and 0.952 on the last)."""
 RECIPE = MlpRecipe()
 """The hidden-layer head. Two heads read each sentence and their readings are averaged: out of fold on train + tune
 (writers held out, the shipped threshold rule, one experiment), the linear head alone caught 2,052 of 2,855 harmful
@@ -254,7 +254,7 @@ def build(corpus: Path, data: Path | None, out: Path, *, fast: bool = False) -> 
     oof_gold = np.array([r.harmful for r in fitted_rows])
     calibration = fit_calibration(oof, oof_gold)
 
-    # 2. The shipped head: train + tune.
+    # 2. The shipped heads: train + tune.
     model = _fit(fitted_mats, fitted_rows, blocks)
     model.meta["calibration"] = list(calibration)
     oof_proba = np.array([model.calibrate_log_odds(t) for t in oof])

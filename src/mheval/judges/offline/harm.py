@@ -271,7 +271,7 @@ class HarmModel(Calibrated):
 
     def sentence_harm(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per sentence: the log-odds of any harm and the category probabilities (rows: sentences). The log-odds
-        come from the head's logits, not from 1 - P(none): a confident head puts P(none) below 1e-6 for
+        come from each head's logits, not from 1 - P(none): a confident head puts P(none) below 1e-6 for
         several sentences, and probabilities rounded there would tie them, so the evidence would be whichever
         came first rather than the most harmful."""
         none = self.labels.index(NONE)
