@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mheval.errors import InputError
 from mheval.judges.offline.trained import LinearHead, MlpHead, read_arrays, restore_head, write_head
 from mheval.training.fit import fit_head
 
@@ -71,7 +72,7 @@ def test_a_saved_head_reads_back_as_the_kind_it_was(tmp_path: Path) -> None:
         assert np.allclose(back.proba(x).sum(axis=1), 1.0)
     arrays, _ = read_arrays(tmp_path / "MlpHead.npz", "test file")
     del arrays["coef"]
-    with pytest.raises(Exception, match="no coef"):
+    with pytest.raises(InputError, match="no coef"):
         restore_head(arrays, tmp_path / "MlpHead.npz", "test file")
 
 

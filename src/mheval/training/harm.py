@@ -198,9 +198,8 @@ def out_of_fold(mats: Sequence[np.ndarray], rows: Sequence[ReplyRow], blocks: Se
     for held in folds:
         inside = [i for i, r in enumerate(rows) if writer(r) not in held]
         model = _fit([mats[i] for i in inside], [rows[i] for i in inside], blocks)
-        for i, r in enumerate(rows):
-            if writer(r) in held:
-                top[i] = float(model.sentence_harm(mats[i])[0].max())
+        outside = [i for i, r in enumerate(rows) if writer(r) in held]
+        top[outside] = top_scores(model, [mats[i] for i in outside])
     return top
 
 

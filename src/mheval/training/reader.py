@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 
 from mheval.judges.offline import e5model
-from mheval.judges.offline.harm_reader import Inputs, ReaderModel, base_digest, load_reader, pad, softmax
+from mheval.judges.offline.harm_reader import Inputs, ReaderModel, base_digest, load_reader, pad
 from mheval.judges.offline.judge import WEIGHTS_DIR
+from mheval.judges.offline.trained import softmax
 from mheval.training.corpus import CORPUS_DIR, ReplyRow, load_replies, splits
 from mheval.training.harm import (
     GOOD_FALSE_ALARMS,

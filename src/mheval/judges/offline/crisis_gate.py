@@ -28,7 +28,7 @@ import numpy as np
 
 from mheval.errors import InputError
 from mheval.judges.offline.risk import GateReading
-from mheval.judges.offline.trained import read_arrays, write_arrays
+from mheval.judges.offline.trained import MlpHead, read_arrays, write_arrays
 
 FORMAT = "mheval-crisis-gate"
 FORMAT_VERSION = 2
@@ -51,9 +51,11 @@ class CrisisGate:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def probability(self, x: np.ndarray) -> np.ndarray:
-        z = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
-        hidden = np.maximum(z @ self.hidden_coef + self.hidden_intercept, 0.0)
-        logit = hidden @ self.coef + self.intercept
+        # The same network as the reply-harm detector's hidden-layer head, with one output; its file keeps the
+        # gate's own array names and orientation.
+        net = MlpHead(self.mean, self.scale, self.hidden_coef.T, self.hidden_intercept, self.coef[None, :],
+                      np.array([self.intercept]))  # fmt: skip
+        logit = net.logits(x)[:, 0]
         return 1.0 / (1.0 + np.exp(-np.clip(logit, -60.0, 60.0)))
 
     def read(self, x: np.ndarray) -> list[GateReading]:

@@ -37,7 +37,7 @@ import numpy as np
 from mheval.errors import InputError
 from mheval.judges.offline import e5model
 from mheval.judges.offline.harm import NONE, Calibrated, HarmFinding, Unit, likely_categories, sentences
-from mheval.judges.offline.trained import read_arrays, write_arrays
+from mheval.judges.offline.trained import read_arrays, softmax, write_arrays
 
 FORMAT = "mheval-harm-reader"
 FORMAT_VERSION = 1
@@ -109,12 +109,6 @@ def pooled(hidden: np.ndarray, reply: np.ndarray) -> np.ndarray:
     """The head's input: the first token's state beside the mean state of the reply's tokens."""
     mean = (hidden * reply[..., None]).sum(1) / np.maximum(reply.sum(1, keepdims=True), 1.0)
     return np.concatenate([hidden[:, 0], mean], axis=1)
-
-
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(-1, keepdims=True)
 
 
 @dataclass

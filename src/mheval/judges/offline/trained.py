@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 FORMAT = "mheval-trained-judge"
 FORMAT_VERSION = 1
 Kind = Literal["classifier", "scorer"]
-_ARRAYS = ("mean", "scale", "coef", "intercept")
 
 
 @dataclass
@@ -86,9 +85,10 @@ Head = LinearHead | MlpHead
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
-    logits = logits - logits.max(axis=1, keepdims=True)
+    """Softmax over the last axis (the labels)."""
+    logits = logits - logits.max(axis=-1, keepdims=True)
     expo = np.exp(logits)
-    return expo / expo.sum(axis=1, keepdims=True)
+    return expo / expo.sum(axis=-1, keepdims=True)
 
 
 class FileJudge(ABC):
@@ -292,20 +292,21 @@ def read_arrays(path: Path, what: str) -> tuple[dict[str, np.ndarray], dict[str,
     return arrays, meta
 
 
+def _head_arrays(head: Head, prefix: str = "") -> dict[str, np.ndarray]:
+    """A head's arrays as float32, named as its fields (after `prefix`)."""
+    return {prefix + f.name: np.asarray(getattr(head, f.name), dtype=np.float32) for f in dataclasses.fields(head)}
+
+
 def write_head(path: Path, head: Head, meta: dict[str, Any]) -> Path:
     """A head's float32 arrays (named as its fields) and `meta` in one model file."""
-    arrays = {f.name: np.asarray(getattr(head, f.name), dtype=np.float32) for f in dataclasses.fields(head)}
-    return write_arrays(path, arrays, meta)
+    return write_arrays(path, _head_arrays(head), meta)
 
 
 def write_heads(path: Path, heads: Sequence[Head], meta: dict[str, Any]) -> Path:
     """Several heads in one model file, each head's arrays named `<i>.<field>` (i = 0, 1, ...)."""
-    arrays = {
-        f"{i}.{f.name}": np.asarray(getattr(head, f.name), dtype=np.float32)
-        for i, head in enumerate(heads)
-        for f in dataclasses.fields(head)
-    }
-    return write_arrays(path, arrays, meta)
+    return write_arrays(
+        path, {k: v for i, head in enumerate(heads) for k, v in _head_arrays(head, f"{i}.").items()}, meta
+    )
 
 
 def restore_heads(arrays: dict[str, np.ndarray], path: Path, what: str) -> tuple[Head, ...]:
@@ -321,7 +322,15 @@ def restore_heads(arrays: dict[str, np.ndarray], path: Path, what: str) -> tuple
 
 def restore_head(arrays: dict[str, np.ndarray], path: Path, what: str) -> Head:
     """The head whose arrays a file holds: an MlpHead where the hidden layer is there, else a LinearHead."""
-    kind = MlpHead if "hidden_weight" in arrays else LinearHead
+    if "hidden_weight" in arrays:
+        return _restore(MlpHead, arrays, path, what)
+    return _restore(LinearHead, arrays, path, what)
+
+
+_H = TypeVar("_H", LinearHead, MlpHead)
+
+
+def _restore(kind: type[_H], arrays: dict[str, np.ndarray], path: Path, what: str) -> _H:
     names = [f.name for f in dataclasses.fields(kind)]
     missing = [k for k in names if k not in arrays]
     if missing:
@@ -330,12 +339,9 @@ def restore_head(arrays: dict[str, np.ndarray], path: Path, what: str) -> Head:
 
 
 def read_head(path: Path, what: str) -> tuple[LinearHead, dict[str, Any]]:
-    """(the head, its meta) of a file `write_head` wrote."""
+    """(the linear head, its meta) of a file `write_head` wrote."""
     arrays, meta = read_arrays(path, what)
-    missing = [k for k in _ARRAYS if k not in arrays]
-    if missing:
-        raise InputError(f"not an mheval {what} (no {', '.join(missing)})", path=path)
-    return LinearHead(**{k: np.asarray(arrays[k], dtype=np.float64) for k in _ARRAYS}), meta
+    return _restore(LinearHead, arrays, path, what), meta
 
 
 def decide_severe(proba: np.ndarray, labels: Sequence[str], threshold: float | None) -> np.ndarray:
