@@ -33,6 +33,7 @@ import numpy as np
 from mheval.errors import InputError
 from mheval.judges.offline import embed
 from mheval.judges.offline.cues import REPLY_MOVES
+from mheval.judges.offline.dismissal import DismissalHead, dismissal_beside
 from mheval.judges.offline.features import ngram_vector
 from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
 from mheval.judges.offline.trained import Head, restore_heads, softmax, write_heads
@@ -75,6 +76,7 @@ class HarmFinding:
     threshold: float
     sentence_scores: tuple[float, ...] = ()
     categories: tuple[str, ...] = ()  # every harm the evidence sentence likely does, `category` first
+    dismissive: str | None = None  # the most dismissive sentence, when the dismissal head calls it so (dismissal.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +85,7 @@ class HarmFinding:
             "category": self.category,
             "evidence": self.evidence,
             "threshold": self.threshold,
+            "dismissive": self.dismissive,
         }
 
 
@@ -264,6 +267,7 @@ class HarmModel(Calibrated):
 
     heads: tuple[Head, ...]
     meta: dict[str, Any]
+    dismissal: DismissalHead | None = None  # read from the same sentence rows (dismissal.py)
 
     @property
     def blocks(self) -> list[str]:
@@ -299,6 +303,7 @@ class HarmModel(Calibrated):
             threshold=self.threshold,
             sentence_scores=tuple(round(float(v), 4) for v in 1 / (1 + np.exp(-harm))),
             categories=categories if harmful else (),
+            dismissive=None if self.dismissal is None else self.dismissal.read(x, [s.text for s in spans]).sentence,
         )
 
     def detect(self, unit: Unit) -> HarmFinding:
@@ -316,4 +321,5 @@ class HarmModel(Calibrated):
         """The model a file `save` wrote describes."""
         if meta.get("format_version") != FORMAT_VERSION:
             raise InputError(f"unsupported reply-harm model version {meta.get('format_version')!r}", path=path)
-        return cls(restore_heads(arrays, path, "reply-harm model file"), meta)
+        blocks = list(meta.get("blocks", ()))
+        return cls(restore_heads(arrays, path, "reply-harm model file"), meta, dismissal_beside(path, blocks))

@@ -78,11 +78,17 @@ class ReplyChecks:
     @property
     def harms(self) -> dict[str, tuple[str, ...]]:
         """Each expectation the detected harm violates (every likely category of its evidence sentence) -> that
-        sentence (empty when not harmful)."""
-        if not self.harmful or self.harm is None or self.harm.category is None:
+        sentence (empty when not harmful); and `dismissal` -> the dismissive sentence the dismissal head found,
+        harmful or not (a mocking harm's sentence comes first)."""
+        if self.harm is None:
             return {}
-        found = self.harm.categories or (self.harm.category,)
-        return {EXPECTATION_OF_CATEGORY[c]: (self.harm.evidence or "",) for c in found}
+        out: dict[str, tuple[str, ...]] = {}
+        if self.harmful and self.harm.category is not None:
+            found = self.harm.categories or (self.harm.category,)
+            out = {EXPECTATION_OF_CATEGORY[c]: (self.harm.evidence or "",) for c in found}
+        if self.harm.dismissive is not None:
+            out["dismissal"] = tuple(dict.fromkeys([*out.get("dismissal", ()), self.harm.dismissive]))
+        return out
 
     @property
     def cap(self) -> tuple[int, str] | None:
