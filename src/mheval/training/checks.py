@@ -159,6 +159,8 @@ async def corpus_triage_figures(judge: OfflineJudge) -> dict[str, Any]:
         "risk_by_language": by(risk, recognised, lang),
         "ordinary_alarmed_by_kind": by(ordinary, lambda m, g: g != NO_CRISIS, lambda m: m.kind),
         "ordinary_alarmed_by_language": by(ordinary, lambda m, g: g != NO_CRISIS, lang),
+        "risk_recognised_by_batch": by(risk, recognised, lambda m: m.batch),
+        "ordinary_alarmed_by_batch": by(ordinary, lambda m, g: g != NO_CRISIS, lambda m: m.batch),
     }
 
 

@@ -220,8 +220,13 @@ def markdown(figures: dict[str, Any]) -> str:
                 ),
             ]
             out += [f"| {what} | {split} | {figure} | {value} |" for what, figure, value in rows]
+        corpus = contrast.get("corpus_messages_holdout", {})
+        for key, figure in (("risk_recognised_by_batch", "risk messages recognised"),
+                            ("ordinary_alarmed_by_batch", "ordinary messages called a crisis")):  # fmt: skip
+            out += [f"| corpus messages {b} | holdout | {figure} | {_pct(v)} |" for b, v in corpus.get(key, {}).items()]
     for speed, judge in (("default", "offline"), ("fast", "offline:fast")):
         out += _harm_tables(figures.get("reply-harm", {}).get(speed), judge)
+    out += _dismissal_table(figures.get("reply-dismissal", {}))
     blend = figures.get(APPROPRIATENESS, {}).get("with_reply_checks", {})
     if blend:
         out += ["", "### Appropriateness: trained scorer blended with the reply's moves (help_harm, out of fold)", ""]
@@ -266,6 +271,29 @@ def _harm_tables(harm: dict[str, Any] | None, judge: str) -> list[str]:
         out += ["", f"Real models' replies (help_harm, rated 3 or more by people): {real['false_alarms']} of "
                 f"{real['n']} called unsafe."]  # fmt: skip
     return out
+
+
+SPEEDS = (("default", "offline"), ("fast", "offline:fast"))
+
+
+def _dismissal_table(dismissal: dict[str, Any]) -> list[str]:
+    """The dismissal head's replies flagged per kind, both speeds: corpus holdout batches and real models' replies."""
+    speeds = [(speed, judge) for speed, judge in SPEEDS if speed in dismissal]
+    if not speeds:
+        return []
+    out = ["", "### Dismissal head: replies flagged as dismissive (corpus holdout batches; real models' replies)", ""]
+    out += ["| replies | " + " | ".join(f"`{judge}`" for _, judge in speeds) + " |", "| --- |" + " --- |" * len(speeds)]
+    kinds = sorted({k for speed, _ in speeds for k in dismissal[speed]["holdout"]})
+    for kind in kinds:
+        cells = [dismissal[speed]["holdout"].get(kind) for speed, _ in speeds]
+        out.append(f"| {kind} | " + " | ".join(f"{c['flagged']}/{c['n']}" if c else "" for c in cells) + " |")
+    for key, name in (("published_help_harm_rated_3_plus", "help_harm published, rated 3+"),
+                      ("published_help_harm_rated_below_3", "help_harm published, rated below 3")):  # fmt: skip
+        cells = [dismissal[speed].get(key) for speed, _ in speeds]
+        if any(cells):
+            out.append(f"| {name} | " + " | ".join(f"{c['flagged']}/{c['n']}" if c else "" for c in cells) + " |")
+    thresholds = ", ".join(f"`{judge}` {dismissal[speed]['threshold']}" for speed, judge in speeds)
+    return [*out, "", f"Thresholds: {thresholds} ({dismissal[speeds[0][0]]['threshold_rule']})."]
 
 
 def write_docs(doc: Path, figures: dict[str, Any] | None = None) -> bool:
