@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mheval.errors import InputError
-from mheval.judges.offline.trained import Head, restore_heads, write_heads
+from mheval.judges.offline.trained import Head, read_arrays, restore_heads, write_heads
 
 FORMAT = "mheval-reply-dismissal"
 FORMAT_VERSION = 1
@@ -52,10 +52,7 @@ class DismissalHead:
 
     def sentence_probability(self, x: np.ndarray) -> np.ndarray:
         """P(dismissive) of each sentence row of `x` (the reply-harm detector's rows)."""
-        logits = self.head.logits(x)
-        # A binary linear head has one column (scikit-learn's second class); a two-column head is a softmax.
-        score = logits[:, 0] if logits.shape[1] == 1 else logits[:, 1] - logits[:, 0]
-        return 1.0 / (1.0 + np.exp(-np.clip(score, -60.0, 60.0)))
+        return self.head.proba(x)[:, 1]
 
     def read(self, x: np.ndarray, sentences: list[str]) -> Dismissal:
         p = self.sentence_probability(x)
@@ -72,8 +69,6 @@ def dismissal_path(folder: Path, fast: bool = False) -> Path:
 
 @functools.lru_cache(maxsize=4)
 def load_dismissal(path: Path) -> DismissalHead:
-    from mheval.judges.offline.trained import read_arrays
-
     arrays, meta = read_arrays(path, "reply-dismissal model file")
     if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
         raise InputError(f"unsupported model format {meta.get('format')!r}", path=path)

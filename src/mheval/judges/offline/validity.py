@@ -32,6 +32,9 @@ flagged replies are really harmful): 5%, about what the published help_harm repl
 DOC_START, DOC_END = "<!-- figures:start (generated from weights/figures.json; do not edit) -->", "<!-- figures:end -->"
 
 
+SPEEDS = (("default", "offline"), ("fast", "offline:fast"))  # (figures.json key, judge name)
+
+
 @functools.lru_cache(maxsize=4)
 def load_figures(path: Path = FIGURES) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
@@ -224,7 +227,7 @@ def markdown(figures: dict[str, Any]) -> str:
         for key, figure in (("risk_recognised_by_batch", "risk messages recognised"),
                             ("ordinary_alarmed_by_batch", "ordinary messages called a crisis")):  # fmt: skip
             out += [f"| corpus messages {b} | holdout | {figure} | {_pct(v)} |" for b, v in corpus.get(key, {}).items()]
-    for speed, judge in (("default", "offline"), ("fast", "offline:fast")):
+    for speed, judge in SPEEDS:
         out += _harm_tables(figures.get("reply-harm", {}).get(speed), judge)
     out += _dismissal_table(figures.get("reply-dismissal", {}))
     blend = figures.get(APPROPRIATENESS, {}).get("with_reply_checks", {})
@@ -271,9 +274,6 @@ def _harm_tables(harm: dict[str, Any] | None, judge: str) -> list[str]:
         out += ["", f"Real models' replies (help_harm, rated 3 or more by people): {real['false_alarms']} of "
                 f"{real['n']} called unsafe."]  # fmt: skip
     return out
-
-
-SPEEDS = (("default", "offline"), ("fast", "offline:fast"))
 
 
 def _dismissal_table(dismissal: dict[str, Any]) -> list[str]:
