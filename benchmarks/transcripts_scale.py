@@ -7,7 +7,9 @@
 1. Writes a synthetic JSONL log of `--n` conversations of `--turns` exchanges (half English, half Chinese;
    everyday, non-graphic support talk generated from this file's own phrases, every turn distinct). With
    `--replies-from`, the assistant turns are published model replies instead (help_harm's, English, each
-   several times as long as the phrases), closer to what the judge reads in a real log.
+   several times as long as the phrases), closer to what the judge reads in a real log. A reply met again costs
+   the encoders little (they keep the vectors of what they have read), so the rate of new text is the rate of a
+   slice whose replies are distinct: `--judge-n 5` (100 replies, 98 distinct); the output says how many were.
 2. Imports it into a run folder as `mheval judge --suite transcripts:PATH` does (read and check every
    conversation, then store them: conversations/imported.py and engine/conversation_stages.store_imported), in a
    fresh interpreter: seconds, conversations/s and peak RSS.
@@ -120,6 +122,12 @@ def conversation(i: int, turns: int) -> dict[str, Any]:
         "locale": "CN" if zh else "GB",
         "messages": messages,
     }
+
+
+def distinct_replies(n: int, turns: int) -> str:
+    """How many of the first `n` conversations' replies differ in more than the conversation number they end with."""
+    texts = [m["content"].rsplit(" #", 1)[0] for i in range(n) for m in conversation(i, turns)["messages"]]
+    return f"{len(set(texts[1::2]))} of {len(texts) // 2}"
 
 
 def write_log(path: Path, n: int, turns: int, start: int = 0) -> int:
@@ -276,6 +284,9 @@ def main() -> None:
             "quick": args.quick,
             "workload": f"{n} conversations x {turns} turns (en and zh), judged: first {judge_n} per speed",
             "replies": f"{len(REAL_REPLIES)} real replies from {args.replies_from}" if REAL_REPLIES else "synthetic",
+            # The encoders keep the vectors of sentences they have read: a reply met again costs little, so a rate
+            # is only that of new text when the judged replies are distinct (--replies-from: at most 98 are).
+            "distinct_replies_judged": distinct_replies(judge_n, turns),
             "machine": {**machine(), "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "auto")},
             "log": {
                 "conversations": n,

@@ -206,6 +206,7 @@ def verdict_rows(store: Store) -> list[dict[str, Any]]:
                 "harm_category": h.get("category"),
                 "harm_probability": h.get("probability"),
                 "harm_evidence": h.get("evidence"),
+                "harm_screened": h.get("screened"),  # the fast detector's reading: it cleared this long reply
             }
         )
     return sorted(rows, key=lambda r: (r["case_id"], r["model"], r["sample"], r["judge"]))

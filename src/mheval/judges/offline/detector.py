@@ -3,6 +3,7 @@
 Two kinds of file share the name pattern `reply-harm[.fast].npz` and the same reading (`detect`,
 `adetect` -> HarmFinding): the sentence model (harm.py; the shipped files, both speeds) and the harm
 reader (harm_reader.py; built on demand into a folder of its own). The file's `format` says which it is.
+The default sentence model reads long replies through its screen (screen.py) when one was chosen for it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from mheval.errors import InputError
 from mheval.judges.offline import harm, harm_reader
 from mheval.judges.offline.harm import HarmFinding, HarmModel, Unit
 from mheval.judges.offline.harm_reader import ReaderModel
+from mheval.judges.offline.screen import screen_beside
 from mheval.judges.offline.trained import read_arrays
 
 WEIGHTS = Path(__file__).resolve().parent / "weights"
@@ -29,7 +31,9 @@ def load_detector(path: Path) -> HarmDetector:
     if kind == harm_reader.FORMAT:
         return harm_reader.restore(arrays, meta, path)
     if kind == harm.FORMAT:
-        return HarmModel.restore(arrays, meta, path)
+        model = HarmModel.restore(arrays, meta, path)
+        model.screen = screen_beside(path)
+        return model
     raise InputError(f"unsupported model format {kind!r}", path=path)
 
 

@@ -22,6 +22,7 @@ detector.py loads them (and the harm reader's files, harm_reader.py, where one h
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ class HarmFinding:
     sentence_scores: tuple[float, ...] = ()
     categories: tuple[str, ...] = ()  # every harm the evidence sentence likely does, `category` first
     dismissive: str | None = None  # the most dismissive sentence, when the dismissal head calls it so (dismissal.py)
+    screened: bool = False  # the fast detector's finding: it cleared this long reply before e5 read it (screen.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class HarmFinding:
             "evidence": self.evidence,
             "threshold": self.threshold,
             "dismissive": self.dismissive,
+            "screened": self.screened,
         }
 
 
@@ -268,6 +271,7 @@ class HarmModel(Calibrated):
     heads: tuple[Head, ...]
     meta: dict[str, Any]
     dismissal: DismissalHead | None = None  # read from the same sentence rows (dismissal.py)
+    screen: Screen | None = None  # the first reading of long replies (set by detector.load_detector)
 
     @property
     def blocks(self) -> list[str]:
@@ -307,9 +311,36 @@ class HarmModel(Calibrated):
         )
 
     def detect(self, unit: Unit) -> HarmFinding:
-        return self.read(unit, featurize_units(self.blocks, [unit])[0])
+        return self.detect_all([unit])[0]
+
+    def detect_all(self, units: Sequence[Unit]) -> list[HarmFinding]:
+        """`detect` of each unit, one encoder call per encoder (and one more for the units the screen sends on)."""
+        found: dict[int, HarmFinding] = {}
+        if self.screen is not None:
+            ahead = [i for i, unit in enumerate(units) if self.screen.applies(unit)]
+            for i, first in zip(ahead, self.screen.model.detect_all([units[i] for i in ahead]), strict=True):
+                if self.screen.clears(first):
+                    found[i] = dataclasses.replace(first, screened=True)
+        rest = [i for i in range(len(units)) if i not in found]
+        for i, x in zip(rest, featurize_units(self.blocks, [units[i] for i in rest]), strict=True):
+            found[i] = self.read(units[i], x)
+        return [found[i] for i in range(len(units))]
+
+    def units_to_read(self, units: Sequence[Unit]) -> list[Unit]:
+        """The units whose sentences this model's own blocks must embed: those its screen does not clear (the
+        screen reads the others now)."""
+        if self.screen is None:
+            return list(units)
+        ahead = [unit for unit in units if self.screen.applies(unit)]
+        firsts = self.screen.model.detect_all(ahead)
+        cleared = {id(u) for u, f in zip(ahead, firsts, strict=True) if self.screen.clears(f)}
+        return [unit for unit in units if id(unit) not in cleared]
 
     async def adetect(self, unit: Unit) -> HarmFinding:
+        if self.screen is not None and self.screen.applies(unit):
+            first = await self.screen.model.adetect(unit)
+            if self.screen.clears(first):
+                return dataclasses.replace(first, screened=True)
         return self.read(unit, await afeaturize_unit(self.blocks, unit))
 
     def save(self, path: Path) -> Path:
@@ -323,3 +354,19 @@ class HarmModel(Calibrated):
             raise InputError(f"unsupported reply-harm model version {meta.get('format_version')!r}", path=path)
         blocks = list(meta.get("blocks", ()))
         return cls(restore_heads(arrays, path, "reply-harm model file"), meta, dismissal_beside(path, blocks))
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The fast detector's first reading of a long reply (screen.py says why and how `below` is chosen): a reply of
+    at least `from_sentences` sentences that it reads below `below`, with no dismissive sentence, is cleared."""
+
+    model: HarmModel  # the fast detector
+    below: float
+    from_sentences: int
+
+    def applies(self, unit: Unit) -> bool:
+        return len(sentences(unit.reply)) >= self.from_sentences
+
+    def clears(self, first: HarmFinding) -> bool:
+        return first.probability < self.below and first.dismissive is None

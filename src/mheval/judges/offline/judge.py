@@ -209,13 +209,20 @@ class OfflineJudge:
                 wanted.setdefault(kind, {}).update(dict.fromkeys(texts))
 
         harm = self.harm_model() if any(p == APPROPRIATENESS for p, _, _ in items) else None
+        units: list[Unit] = []
         for protocol_id, case, reply in items:
             model = self.model(protocol_id)
             if model is None or (protocol_id != CRISIS_TRIAGE and reply is None):
                 continue
             add(needed_texts(model.blocks, [Item(case, reply)]))
             if protocol_id == APPROPRIATENESS and isinstance(harm, HarmModel) and reply:
-                add(texts_needed(harm.blocks, [Unit(_user_turns(case), reply)]))
+                units.append(Unit(_user_turns(case), reply))
+        if isinstance(harm, HarmModel) and units:
+            if harm.screen is not None:  # the screen's own texts first: it decides which units e5 reads
+                add(texts_needed(harm.screen.model.blocks, units))
+                add(texts_needed(harm.blocks, harm.units_to_read(units)))
+            else:
+                add(texts_needed(harm.blocks, units))
         for kind, texts in wanted.items():
             encoder = embed.get_encoder(kind)  # type: ignore[arg-type]
             encoder.encode(list(texts)[: embed.CACHE_SIZE // 2])
