@@ -15,6 +15,9 @@ good replies, to people in crisis and to people without one alike); the shipped 
 well: a false alarm there is a real model's reply called harmful although its raters did not call it
 harmful.
 
+After a rebuild, `python -m mheval.training.dismissal` and `python -m mheval.training.screen` build what reads the new
+files (the screen of the old files is not used beside them).
+
 Sentence labels: a sentence of a harmful reply that overlaps one of its evidence spans takes the
 reply's category; every other sentence is `none` (those of harmful replies count half, since a writer
 may have left a second harmful sentence out of the evidence).
