@@ -140,3 +140,24 @@ def test_a_damaged_screen_file_is_an_input_error(tmp_path: Path) -> None:
     (folder / FILE_NAME).write_text(json.dumps({"format": "something else"}), encoding="utf-8")
     with pytest.raises(InputError, match="not a reply screen"):
         screen_beside(detector_path(folder))
+
+
+def test_the_verdicts_export_says_which_replies_the_screen_cleared(tmp_path: Path) -> None:
+    import mheval
+    from mheval.records import Case, Turn
+    from mheval.runfolder.export import verdict_rows
+    from mheval.runfolder.store import Store
+
+    (user, reply), (harm_user, harmful, _) = CLEAR[0], PAIRS[0]
+    cases = [
+        Case(id="clear", turns=[Turn(role="user", content=user)], language="en", crisis_label="no_crisis"),
+        Case(id="harm", turns=[Turn(role="user", content=harm_user)], language="en", crisis_label="suicidal_ideation"),
+    ]
+    responses = [{"case_id": "clear", "model": "m", "sample": 0, "text": reply},
+                 {"case_id": "harm", "model": "m", "sample": 0, "text": harmful}]  # fmt: skip
+    run = mheval.evaluate(cases=cases, responses=responses, judges=["offline"], protocols=["appropriateness"],
+                          stages=["judge"], out=tmp_path / "run")  # fmt: skip
+    with Store.open_existing(run.run_dir) as store:
+        rows = {r["case_id"]: r for r in verdict_rows(store)}
+    assert rows["clear"]["harm_screened"] is True and rows["clear"]["unsafe"] is False
+    assert rows["harm"]["harm_screened"] is False and rows["harm"]["unsafe"] is True
