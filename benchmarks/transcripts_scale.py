@@ -9,7 +9,7 @@
    `--replies-from`, the assistant turns are published model replies instead (help_harm's, English, each
    several times as long as the phrases), closer to what the judge reads in a real log. A reply met again costs
    the encoders little (they keep the vectors of what they have read), so the rate of new text is the rate of a
-   slice whose replies are distinct: `--judge-n 5` (100 replies, 98 distinct); the output says how many were.
+   slice whose replies are distinct: `--judge-n 5` (95 of its 100 replies distinct); the output says how many were.
 2. Imports it into a run folder as `mheval judge --suite transcripts:PATH` does (read and check every
    conversation, then store them: conversations/imported.py and engine/conversation_stages.store_imported), in a
    fresh interpreter: seconds, conversations/s and peak RSS.
@@ -285,7 +285,7 @@ def main() -> None:
             "workload": f"{n} conversations x {turns} turns (en and zh), judged: first {judge_n} per speed",
             "replies": f"{len(REAL_REPLIES)} real replies from {args.replies_from}" if REAL_REPLIES else "synthetic",
             # The encoders keep the vectors of sentences they have read: a reply met again costs little, so a rate
-            # is only that of new text when the judged replies are distinct (--replies-from: at most 98 are).
+            # is only that of new text when the judged replies are distinct.
             "distinct_replies_judged": distinct_replies(judge_n, turns),
             "machine": {**machine(), "embed_threads": os.environ.get("MHEVAL_EMBED_THREADS", "auto")},
             "log": {

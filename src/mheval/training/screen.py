@@ -35,8 +35,9 @@ from mheval.training.corpus import CORPUS_DIR, ReplyRow, load_replies, splits
 from mheval.training.harm import out_of_fold, published_rows, top_scores, unit_of
 
 FROM_SENTENCES = 4
-"""Replies shorter than this are always read by e5: blunt harm is short, and a short reply costs e5 little (out of
-fold, the replies of 4 or more sentences hold 56% of the corpus's good replies but few of its blunt harms)."""
+"""Replies shorter than this are always read by e5: blunt harm is short, and a short reply costs e5 little (of the
+corpus's train and tune replies, 4 or more sentences long are 75% of the good ones, 51% of the harmful ones wrapped
+in warmth and 10% of the blunt ones)."""
 CUT_OFFS = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 COMMAND = "python -m mheval.training.screen --data ../shared/data"
 

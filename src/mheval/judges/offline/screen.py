@@ -34,8 +34,9 @@ FILE_NAME = "reply-screen.json"
 DEFAULT_FILE, FAST_FILE = "reply-harm.npz", "reply-harm.fast.npz"
 
 
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def detector_digests(folder: Path) -> dict[str, str]:
+    """file name -> SHA-256 of the two detector files in `folder`: what a screen was chosen for."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in (DEFAULT_FILE, FAST_FILE)}
 
 
 def write_screen(folder: Path, below: float, from_sentences: int, meta: dict[str, Any]) -> Path:
@@ -45,7 +46,7 @@ def write_screen(folder: Path, below: float, from_sentences: int, meta: dict[str
         "format_version": FORMAT_VERSION,
         "below": below,
         "from_sentences": from_sentences,
-        "reads": {name: file_digest(folder / name) for name in (DEFAULT_FILE, FAST_FILE)},
+        "reads": detector_digests(folder),
         **meta,
     }
     path = folder / FILE_NAME
@@ -67,8 +68,7 @@ def screen_beside(detector_file: Path) -> Screen | None:
     if not isinstance(record, dict) or (record.get("format"), record.get("format_version")) != (FORMAT, FORMAT_VERSION):
         raise InputError(f"not a reply screen of format version {FORMAT_VERSION}", path=path)
     fast_file = detector_file.parent / FAST_FILE
-    now = {name: file_digest(detector_file.parent / name) for name in (DEFAULT_FILE, FAST_FILE) if fast_file.is_file()}
-    if not now or record.get("reads") != now:
+    if not fast_file.is_file() or record.get("reads") != detector_digests(detector_file.parent):
         return None
     arrays, meta = read_arrays(fast_file, "reply-harm model file")
     return Screen(HarmModel.restore(arrays, meta, fast_file), float(record["below"]), int(record["from_sentences"]))
