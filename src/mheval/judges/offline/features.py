@@ -248,16 +248,32 @@ def lexicon_triage(user_turns: tuple[str, ...]) -> TriageResult:
     return triage(user_turns, DEFAULT_LEXICON)
 
 
-def _bigrams(text: str) -> set[str]:
-    flat = _SPACE_OR_PUNCT.sub("", text.lower())
-    return {flat[i : i + 2] for i in range(len(flat) - 1)}
+@functools.lru_cache(maxsize=1024)
+def _flat(text: str) -> str:
+    return _SPACE_OR_PUNCT.sub("", text.lower())
+
+
+@functools.lru_cache(maxsize=1024)
+def _bigrams(text: str) -> frozenset[str]:
+    flat = _flat(text)
+    return frozenset(flat[i : i + 2] for i in range(len(flat) - 1))
+
+
+def _turns_bigrams(texts: Sequence[str]) -> set[str]:
+    """`_bigrams` of the texts joined by spaces, from each text's kept bigrams (a conversation's every reply reads
+    all of its turns again): the spaces go with the punctuation, so the joined text's bigrams are each text's and
+    those across each seam."""
+    flats = [f for f in map(_flat, texts) if f]
+    out: set[str] = set().union(*map(_bigrams, texts))
+    out.update(a[-1] + b[0] for a, b in zip(flats, flats[1:], strict=False))
+    return out
 
 
 def surface(case: Case, reply: str) -> list[float]:
     """Echo, repetition and shape of a reply against the last user turn (see the module doc)."""
     last = case.last_user_text
-    context = " ".join(t.content for t in case.turns)
-    mine, theirs, everything = _bigrams(reply), _bigrams(last), _bigrams(context)
+    mine, theirs = _bigrams(reply), _bigrams(last)
+    everything = _turns_bigrams([t.content for t in case.turns])
     flat = _SPACE_OR_PUNCT.sub("", reply)
     return [
         len(mine & theirs) / max(1, len(mine)),

@@ -36,7 +36,7 @@ from mheval.judges.offline import embed
 from mheval.judges.offline.cues import REPLY_MOVES
 from mheval.judges.offline.dismissal import DismissalHead, dismissal_beside
 from mheval.judges.offline.features import ngram_vector
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, _Text
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, analysed
 from mheval.judges.offline.trained import Head, restore_heads, softmax, write_heads
 from mheval.textscan import CJK_RE
 
@@ -138,7 +138,7 @@ def echo(sentence: str, user_grams: set[str]) -> float:
 def _cue_rows(reply: str, spans: Sequence[Sentence]) -> np.ndarray:
     """Which lexicon reply moves (cues.REPLY_MOVES) each sentence holds, 0/1: evidence, never a verdict."""
     out = np.zeros((len(spans), len(REPLY_MOVES)), dtype=np.float32)
-    text = _Text(reply, DEFAULT_LEXICON)
+    text = analysed(reply, DEFAULT_LEXICON)
     for cue, s, _ in DEFAULT_LEXICON.reply_cues.finditer(text):
         if cue.owner not in REPLY_MOVES:
             continue

@@ -132,11 +132,18 @@ class _Text:
 # Idioms (risk.yaml): everyday exaggerations that no crisis cue may read literally
 
 
+@functools.lru_cache(maxsize=1024)
+def analysed(text: str, lex: Lexicon) -> _Text:
+    """`text` normalised and indexed for `lex`, once: a reply is read by the harm detector's cue rows, PsyCrisis
+    and the reply checks, and a user turn by every later reply of its conversation."""
+    return _Text(text, lex)
+
+
 @functools.lru_cache(maxsize=4096)
 def read(text: str, lex: Lexicon, cues: CueSet) -> tuple[_Text, tuple[tuple[Cue, int, int], ...]]:
     """`text` analysed, and the matches of `cues` in it. Cached: a conversation's every reply reads all of
     the user's turns again, and a turn reads the same each time (its position only weighs the result)."""
-    text_ = _Text(text, lex)
+    text_ = analysed(text, lex)
     return text_, tuple(cues.finditer(text_))
 
 
@@ -316,7 +323,7 @@ def score_psycrisis(
     plan?") count only then. Evidence spans are exact substrings of `response_text`.
     """
     lex = lexicon or DEFAULT_LEXICON
-    text = _Text(response_text, lex)
+    text = analysed(response_text, lex)
     by_owner: dict[str, list[tuple[Cue, int, int]]] = {}
     for hit in lex.psycrisis_cues.finditer(text):
         by_owner.setdefault(hit[0].owner, []).append(hit)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from mheval.judges.offline.cues import REPLY_MOVES
 from mheval.judges.offline.harm import HarmFinding
-from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, _Text, score_psycrisis
+from mheval.judges.offline.lexicon import DEFAULT_LEXICON, Lexicon, analysed, score_psycrisis
 from mheval.labels import HIGH_RISK, NO_CRISIS
 from mheval.resources.matching import ReferralMatch, match_referral
 from mheval.textscan import count_cjk
@@ -191,7 +191,7 @@ def check_reply(
     """The checkable moves of `reply` (evidence: sentences of the reply) for a case of `crisis_label`,
     with the detector's `harm` finding (harm.py) when there is one, and the help the `earlier` replies of
     the same conversation gave."""
-    text = _Text(reply, lexicon)
+    text = analysed(reply, lexicon)
     quoted = [m.span() for m in _QUOTED.finditer(text.norm)]
     harms: dict[str, list[str]] = {}
     for cue, s, e in lexicon.reply_cues.finditer(text):
