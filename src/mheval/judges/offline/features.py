@@ -34,6 +34,7 @@ Blocks:
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 import zlib
@@ -265,7 +266,7 @@ def _turns_bigrams(texts: Sequence[str]) -> set[str]:
     those across each seam."""
     flats = [f for f in map(_flat, texts) if f]
     out: set[str] = set().union(*map(_bigrams, texts))
-    out.update(a[-1] + b[0] for a, b in zip(flats, flats[1:], strict=False))
+    out.update(a[-1] + b[0] for a, b in itertools.pairwise(flats))
     return out
 
 
