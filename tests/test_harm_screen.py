@@ -161,3 +161,22 @@ def test_the_verdicts_export_says_which_replies_the_screen_cleared(tmp_path: Pat
         rows = {r["case_id"]: r for r in verdict_rows(store)}
     assert rows["clear"]["harm_screened"] is True and rows["clear"]["unsafe"] is False
     assert rows["harm"]["harm_screened"] is False and rows["harm"]["unsafe"] is True
+
+
+def test_prefetch_screens_only_the_units_whose_texts_fit_in_half_the_encoders_cache(monkeypatch) -> None:
+    """The screen embeds what it reads when the judge reads ahead; past half the encoders' cache those vectors would
+    be dropped before the units need them, so (as for every text read ahead) the rest are left to the units."""
+    from mheval.judges.offline.judge import OfflineJudge
+    from mheval.records import Case, Turn
+
+    monkeypatch.setattr(embed, "CACHE_SIZE", 40)  # 20 texts: two 4-sentence replies and their user turns
+    seen: list[int] = []
+    real = HarmModel.units_to_read
+    monkeypatch.setattr(HarmModel, "units_to_read", lambda self, units: seen.append(len(units)) or real(self, units))
+    user, reply = CLEAR[0]
+    items = [
+        ("appropriateness", Case(id=f"c{i}", turns=[Turn(role="user", content=f"{user} ({i})")], language="en"), reply)
+        for i in range(10)
+    ]
+    OfflineJudge().prefetch(items)
+    assert seen == [20 // (len(sentences(reply)) + 1)]

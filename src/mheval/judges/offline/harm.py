@@ -315,12 +315,7 @@ class HarmModel(Calibrated):
 
     def detect_all(self, units: Sequence[Unit]) -> list[HarmFinding]:
         """`detect` of each unit, one encoder call per encoder (and one more for the units the screen sends on)."""
-        found: dict[int, HarmFinding] = {}
-        if self.screen is not None:
-            ahead = [i for i, unit in enumerate(units) if self.screen.applies(unit)]
-            for i, first in zip(ahead, self.screen.model.detect_all([units[i] for i in ahead]), strict=True):
-                if self.screen.clears(first):
-                    found[i] = dataclasses.replace(first, screened=True)
+        found = self._screened(units)
         rest = [i for i in range(len(units)) if i not in found]
         for i, x in zip(rest, featurize_units(self.blocks, [units[i] for i in rest]), strict=True):
             found[i] = self.read(units[i], x)
@@ -329,18 +324,21 @@ class HarmModel(Calibrated):
     def units_to_read(self, units: Sequence[Unit]) -> list[Unit]:
         """The units whose sentences this model's own blocks must embed: those its screen does not clear (the
         screen reads the others now)."""
+        cleared = self._screened(units)
+        return [unit for i, unit in enumerate(units) if i not in cleared]
+
+    def _screened(self, units: Sequence[Unit]) -> dict[int, HarmFinding]:
+        """index -> the screen's finding, for each unit the screen clears (read in one batch)."""
         if self.screen is None:
-            return list(units)
-        ahead = [unit for unit in units if self.screen.applies(unit)]
-        firsts = self.screen.model.detect_all(ahead)
-        cleared = {id(u) for u, f in zip(ahead, firsts, strict=True) if self.screen.clears(f)}
-        return [unit for unit in units if id(unit) not in cleared]
+            return {}
+        ahead = [i for i, unit in enumerate(units) if self.screen.applies(unit)]
+        firsts = self.screen.model.detect_all([units[i] for i in ahead])
+        return {i: found for i, first in zip(ahead, firsts, strict=True) if (found := self.screen.cleared(first))}
 
     async def adetect(self, unit: Unit) -> HarmFinding:
-        if self.screen is not None and self.screen.applies(unit):
-            first = await self.screen.model.adetect(unit)
-            if self.screen.clears(first):
-                return dataclasses.replace(first, screened=True)
+        screen = self.screen
+        if screen is not None and screen.applies(unit) and (found := screen.cleared(await screen.model.adetect(unit))):
+            return found
         return self.read(unit, await afeaturize_unit(self.blocks, unit))
 
     def save(self, path: Path) -> Path:
@@ -370,3 +368,7 @@ class Screen:
 
     def clears(self, first: HarmFinding) -> bool:
         return first.probability < self.below and first.dismissive is None
+
+    def cleared(self, first: HarmFinding) -> HarmFinding | None:
+        """The reply's finding when the screen clears it (`first`, marked `screened`), else None."""
+        return dataclasses.replace(first, screened=True) if self.clears(first) else None
