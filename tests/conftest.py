@@ -40,10 +40,9 @@ SLOW_MODULES = frozenset({
 # its two workers in the order collected (--no-loadscope-reorder), and a worker takes the next module when its
 # current one has two tests left; xdist's own order (most tests first) left these few-test, long modules for the
 # end, where one ran alone while the other worker idled. Starting them first lets the many short modules fill in
-# beside them: replayed on each profile's durations, the two workers end within 1% of each other. The rebuild
-# leads: a minute on a quiet machine, up to ten on a busy one.
+# beside them: replayed on each profile's durations, the two workers end within 1% of each other.
 SLOWEST_FIRST = (
-    "test_appropriateness_rebuild", "test_report_edge_cases", "test_benchmarks_quick", "test_ray_multinode",
+    "test_report_edge_cases", "test_benchmarks_quick", "test_ray_multinode",
     "test_e2e_local", "test_local_model", "test_integrity", "test_ray_executor", "test_inspect", "test_gate_workflow",
     "test_trained_judges", "test_annotate_browser", "test_offline_risk", "test_reply_harm", "test_finetune",
     "test_gate", "test_transcript_import", "test_multiturn_chatbots",
