@@ -111,13 +111,13 @@ class CueSet:
             index = chars if cue.lang == "zh" else words
             for key in keys:
                 index.setdefault(key, {}).setdefault(alike, []).append(cue)
-        compiled: dict[tuple[Cue, ...], tuple[re.Pattern[str], tuple[Cue, ...]]] = {}
+        compiled: dict[tuple[Cue, ...], _Group] = {}
 
-        def build(group: list[Cue]) -> tuple[re.Pattern[str], tuple[Cue, ...]]:
-            # A cue with several keys sits in several groups, often identical ones: compile each once.
+        def build(group: list[Cue]) -> _Group:
+            # A cue with several keys sits in several groups, often identical ones: one _Group each.
             key = tuple(group)
             if key not in compiled:
-                compiled[key] = _compile(group)
+                compiled[key] = _Group(key)
             return compiled[key]
 
         self._words = {key: [build(group) for group in by.values()] for key, by in words.items()}
@@ -139,15 +139,18 @@ class CueSet:
                 entries = index[key]
                 for pos in positions[key]:
                     if start <= pos < stop:
-                        for regex, group in entries:
-                            m = regex.match(norm, pos, stop)
+                        for entry in entries:
+                            m = entry.regex().match(norm, pos, stop)
                             if m is not None:
-                                found.append((group[m.lastindex - 1], m.start(), m.end()))  # type: ignore[operator]
-        for regex, group in self._always:
-            lang = group[0].lang
+                                found.append((entry.cues[m.lastindex - 1], m.start(), m.end()))  # type: ignore[operator]
+        for entry in self._always:
+            lang = entry.cues[0].lang
             if (lang == "en" and not text.has_latin) or (lang == "zh" and not text.has_cjk):
                 continue
-            found.extend((group[m.lastindex - 1], m.start(), m.end()) for m in regex.finditer(norm, start, stop))  # type: ignore[operator]
+            found.extend(
+                (entry.cues[m.lastindex - 1], m.start(), m.end())  # type: ignore[operator]
+                for m in entry.regex().finditer(norm, start, stop)
+            )
         found.sort(key=lambda hit: (hit[1], -hit[2], hit[0].where))
         return found
 
@@ -168,11 +171,26 @@ _KEY_LEN = 3
 _MAX_KEYS = 64
 
 
-def _compile(group: list[Cue]) -> tuple[re.Pattern[str], tuple[Cue, ...]]:
-    alternation = "|".join(f"({cue.pattern})" for cue in group)
-    if group[0].lang != "zh":
-        alternation = _WHOLE_WORD.format(alternation)
-    return re.compile(alternation, re.IGNORECASE), tuple(group)
+class _Group:
+    """Cues that behave alike and share a key, matched as one alternation, compiled when first tried.
+
+    Compiling every group took half a second at each start of a judging process (about 1,000 alternations);
+    a short run tries only the groups whose keys its texts hold. (Two threads may both compile a group once:
+    the same pattern, so either result will do.)"""
+
+    __slots__ = ("_regex", "cues")
+
+    def __init__(self, cues: tuple[Cue, ...]) -> None:
+        self.cues = cues
+        self._regex: re.Pattern[str] | None = None
+
+    def regex(self) -> re.Pattern[str]:
+        if self._regex is None:
+            alternation = "|".join(f"({cue.pattern})" for cue in self.cues)
+            if self.cues[0].lang != "zh":
+                alternation = _WHOLE_WORD.format(alternation)
+            self._regex = re.compile(alternation, re.IGNORECASE)
+        return self._regex
 
 
 def _start_keys(pattern: str, length: int) -> set[str] | None:

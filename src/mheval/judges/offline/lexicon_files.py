@@ -32,6 +32,7 @@ from mheval.judges.offline.cues import (
 )
 from mheval.labels import CRISIS_LABELS, HIGH_RISK, NO_CRISIS
 from mheval.textscan import TRADITIONAL_TO_SIMPLIFIED
+from mheval.yamlio import load_yaml
 
 try:  # the stdlib's own regex parser, used only to index cues; private, so a full scan is the fallback
     import re._constants as _C
@@ -190,7 +191,7 @@ def _read(source: Path | resources.abc.Traversable, name: str) -> tuple[dict, _C
     path = source / name
     check = _Check(str(path))
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = load_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise check.fail("", "lexicon file not found") from exc
     except yaml.YAMLError as exc:
