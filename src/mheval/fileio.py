@@ -127,9 +127,13 @@ def csv_safe(value: Any) -> Any:
     """A text cell that a spreadsheet would run as a formula, prefixed with `'`; other values unchanged.
 
     A text that is just a number (`-3`, `+1.5e3`) is left as it is: a spreadsheet reads it as that number.
+    A text that already looks guarded (`'=x`, any run of `'` before a formula) gets one `'` more, so that
+    the readers (suites/readers.py), which take one `'` off a guarded cell, give back every text as it was.
     """
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(value):
-        return "'" + value
+    if isinstance(value, str):
+        bare = value.lstrip("'")
+        if bare.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(bare):
+            return "'" + value
     return value
 
 

@@ -370,13 +370,17 @@ def messages_text(store: Store) -> str:
 
 
 def csv_text(frame: pd.DataFrame) -> str:
-    """A frame as CSV for spreadsheets: nested values as JSON, formula-like text neutralised."""
+    """A frame as CSV for spreadsheets: nested values as JSON, formula-like text neutralised.
+
+    Rows end in CRLF, as RFC 4180 has them: the writer quotes a cell that holds a character of the row ending,
+    so a lone carriage return in a text is quoted too (with LF endings it went out bare, and a reader split
+    the row there)."""
     flat = frame.copy()
     for col in flat.columns:
         if flat[col].map(lambda v: isinstance(v, dict | list)).any():
             flat[col] = flat[col].map(lambda v: json.dumps(v, ensure_ascii=False))
     buffer = io.StringIO()
-    csv_safe_frame(flat).to_csv(buffer, index=False)
+    csv_safe_frame(flat).to_csv(buffer, index=False, lineterminator="\r\n")
     return buffer.getvalue()
 
 
