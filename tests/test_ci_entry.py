@@ -1,6 +1,6 @@
 """CI's entry point and the Makefile targets it calls: the script parses, and every test runs in one of them.
 
-CI runs `.ci/run` on a clean clone: `make test`, then `make reproduce`. A script that does not parse fails
+CI runs `.ci/run` on a clean clone: `make test`, then `make check-models`. A script that does not parse fails
 every CI run before a test starts, and a marker that both targets leave out would drop tests silently.
 """
 
@@ -28,10 +28,10 @@ def test_the_ci_script_parses_and_runs_both_targets() -> None:
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     commands = [line.strip() for line in script.read_text(encoding="utf-8").splitlines()]
-    assert commands.index("make test") < commands.index("make reproduce")
+    assert commands.index("make test") < commands.index("make check-models")
 
 
-def test_make_test_and_make_reproduce_split_the_suite_by_the_reproduce_marker() -> None:
-    test, reproduce = _pytest_args("test"), _pytest_args("reproduce")
-    assert test[test.index("-m") + 1] == "not reproduce"
-    assert reproduce[reproduce.index("-m") + 1] == "reproduce"
+def test_make_test_and_make_check_models_split_the_suite_by_the_rebuild_marker() -> None:
+    test, models = _pytest_args("test"), _pytest_args("check-models")
+    assert test[test.index("-m") + 1] == "not rebuild"
+    assert models[models.index("-m") + 1] == "rebuild"
