@@ -23,6 +23,7 @@ detector.py loads them (and the harm reader's files, harm_reader.py, where one h
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -108,15 +109,19 @@ def likely_categories(labels: Sequence[str], proba: np.ndarray) -> tuple[str, ..
     return tuple(labels[cats[j]] for j in np.argsort(-row, kind="stable") if row[j] >= SECOND_HARM_SHARE * top)
 
 
-def sentences(reply: str, limit: int | None = MAX_SENTENCES) -> list[Sentence]:
-    """The reply's first `limit` sentences (bullets and lines count as sentences), with their offsets."""
+@functools.lru_cache(maxsize=1024)
+def sentences(reply: str, limit: int | None = MAX_SENTENCES) -> tuple[Sentence, ...]:
+    """The reply's first `limit` sentences (bullets and lines count as sentences), with their offsets.
+
+    Cached: one reading of a long reply asks for them about ten times (the screen's test and both detectors'
+    texts and rows, the read-ahead's budget)."""
     out = []
     for m in _SENTENCE.finditer(reply):
         text = m.group(0).strip()
         if len(text) >= 2 and re.search(r"\w", text):
             start = m.start() + (len(m.group(0)) - len(m.group(0).lstrip()))
             out.append(Sentence(start, start + len(text), text))
-    return out[:limit] or [Sentence(0, len(reply), reply.strip() or "…")]
+    return tuple(out[:limit]) or (Sentence(0, len(reply), reply.strip() or "…"),)
 
 
 def _grams(text: str) -> set[str]:

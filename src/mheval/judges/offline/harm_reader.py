@@ -158,7 +158,7 @@ class ReaderModel(Calibrated):
                 return HarmFinding(probability, False, None, None, self.threshold)
             categories = likely_categories(self.labels, proba[worst])
             a, b = windows[worst]
-            spans = [s for s in sentences(unit.reply, limit=None) if a <= s.start and s.end <= b]
+            spans = tuple(s for s in sentences(unit.reply, limit=None) if a <= s.start and s.end <= b)
             spans = spans or sentences(unit.reply[a:b])
             alone = 1.0 - self.proba([self.inputs.pair(query, s.text) for s in spans])[:, self.labels.index(NONE)]
             return HarmFinding(
