@@ -79,6 +79,13 @@ def _forget_vectors(threads: int | None) -> None:
     features.lexicon_triage.cache_clear()
 
 
+class _BusyMachine(threads.RecentOthers):
+    """Other work keeps every core busy."""
+
+    def cores(self) -> float | None:
+        return 12.0
+
+
 @pytest.mark.parametrize("judge", ["offline:fast", "offline"])
 def test_chunked_judging_with_read_ahead_gives_the_judgments_of_judging_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, judge: str
@@ -97,7 +104,8 @@ def test_chunked_judging_with_read_ahead_gives_the_judgments_of_judging_at_once(
     monkeypatch.setattr(stages, "CHUNK", 2)
     monkeypatch.setattr(embed, "E5_BATCH_TOKENS", 200)
     monkeypatch.delenv("MHEVAL_EMBED_THREADS", raising=False)
-    monkeypatch.setattr(threads.os, "getloadavg", lambda: (12.0, 12.0, 12.0))
+    # Busy as the CPU time counters read it (a process that already took readings reads those, not the load average).
+    monkeypatch.setattr(threads, "RECENT_OTHERS", _BusyMachine())
     read_ahead: list[int] = []
     original = OfflineJudge.prefetch
 
