@@ -35,12 +35,19 @@ from mheval.records import Case, Response, Turn
 from mheval.runfolder.store import Store
 from mheval.training.finetune import class_weights, finetune_judge
 
-if os.environ.get("CI"):  # CI installs the test extra, which has both: a missing one fails here instead of skipping
-    import torch
-    import transformers
-else:
-    torch = pytest.importorskip("torch", reason="needs mheval[finetune]")
-    transformers = pytest.importorskip("transformers", reason="needs mheval[finetune]")
+
+@pytest.fixture(scope="module", autouse=True)
+def _finetune_stack() -> None:
+    """torch and transformers, imported when this module's first test runs rather than at collection (where every
+    worker would pay about 2 CPU seconds for them). CI installs the test extra, which has both: a missing one fails
+    there instead of skipping."""
+    if os.environ.get("CI"):
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    else:
+        pytest.importorskip("torch", reason="needs mheval[finetune]")
+        pytest.importorskip("transformers", reason="needs mheval[finetune]")
+
 
 TINY = {
     "suicidal_ideation": [
@@ -97,6 +104,9 @@ def _words(text: str) -> list[str]:
 
 def _build_base(folder: Path) -> Path:
     """A randomly initialised tiny BERT encoder (no head) with a WordPiece vocabulary of whole words."""
+    import torch
+    import transformers
+
     texts = [t for group in TINY.values() for t in group] + [r["text"] for r in NEW] + [REPLY, "user : assistant"]
     texts += [reply for replies in REPLIES.values() for reply in replies]
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({w for t in texts for w in _words(t)})]
