@@ -22,7 +22,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # set-up writes the markers of the sets it includes, so `make check` or `make run` after `make test`
 # installs nothing.
 # A new venv first gets a current pip: the pip that `venv` bundles (23.2 here) spends about 30 CPU seconds resolving
-# the test set-up's dependencies, where pip 26 spends about 11 (the whole install: 62 -> 46 CPU seconds, 64 -> 47 s).
+# the test set-up's dependencies, where pip 26 spends about 11 (the whole test install: 62 -> 48 CPU seconds, 64 -> 50 s).
 VENV_READY = test -x $(PY) || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install --quiet 'pip>=26'; }
 
 # The embedded target: xllamacpp (prebuilt llama.cpp server) and the SmolLM2 GGUF.
